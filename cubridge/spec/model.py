@@ -1,0 +1,53 @@
+"""The typed form of a user's spec file (docs/specs.md describes the file).
+
+This is the contract between the spec loader and every stage that consumes a
+spec (transfer, verify, bench): stages read these fields and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from cubridge.attention import HeadConfig, Shape
+
+Normalizer = Literal["softmax", "sigmoid", "relu"]
+
+# reference(q, k, v, **aux) -> out, or (out, lse); see cubridge.attention for layouts.
+ReferenceFn = Callable[..., "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"]
+# make_aux(shape, generator, device) -> {name: tensor}
+AuxMaker = Callable[[Shape, torch.Generator, torch.device], Mapping[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Thresholds for one dtype: relative Frobenius error and max abs error
+    against the float64 reference (docs/specs.md explains the defaults)."""
+
+    rel: float
+    abs: float
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    path: Path | None
+    reference: ReferenceFn
+    make_aux: AuxMaker | None
+    configs: Sequence[HeadConfig]
+    seq_lens: Sequence[int]
+    dtypes: Sequence[torch.dtype]
+    tolerances: Mapping[torch.dtype, Tolerance]
+    # FlexAttention-style mods; they may take aux tensors as keyword-only
+    # arguments named like the aux keys (bind_mods() closes over them).
+    mask_mod: Callable[..., torch.Tensor] | None = None
+    score_mod: Callable[..., torch.Tensor] | None = None
+    normalizer: Normalizer = "softmax"
+    returns_lse: bool = True  # False for elementwise normalisers (no LSE exists)
+    scale: float | None = None  # None: 1/sqrt(D)
+    extra: Mapping[str, object] = field(default_factory=dict)
