@@ -1,0 +1,52 @@
+// Types of the hook contract (docs/hooks.md), shared by every kernel of the
+// library and by the hook headers that lowering generates.
+#pragma once
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CUBRIDGE_HD __host__ __device__ __forceinline__
+#else
+#define CUBRIDGE_HD inline
+#endif
+
+namespace cubridge {
+
+enum class BlockKind : int { Empty = 0, Full = 1, Partial = 2 };
+enum class Normalizer : int { Softmax = 0, Elementwise = 1 };
+
+// Key blocks [lo, hi) that a query block visits.
+struct KvRange {
+  int lo;
+  int hi;
+};
+
+constexpr int kMaxAux = 8;
+constexpr int kMaxAuxRank = 4;
+
+// One aux tensor as the kernel sees it: sizes and strides in elements.
+struct AuxTensor {
+  const void* data;
+  int64_t size[kMaxAuxRank];
+  int64_t stride[kMaxAuxRank];
+};
+
+// Everything a hook may read besides its index arguments. Passed by value in
+// the kernel's parameters; hooks receive it by const reference.
+struct AuxArgs {
+  AuxTensor t[kMaxAux];
+  int num;
+  int seqlen_q;
+  int seqlen_k;
+};
+
+// Typed element read of aux tensor `i` at a multi-index (unused trailing
+// indices are 0). Generated hooks use only this to touch aux memory.
+template <typename T>
+CUBRIDGE_HD T aux_load(const AuxArgs& aux, int i, int64_t i0, int64_t i1 = 0, int64_t i2 = 0,
+                       int64_t i3 = 0) {
+  const AuxTensor& t = aux.t[i];
+  const int64_t off = i0 * t.stride[0] + i1 * t.stride[1] + i2 * t.stride[2] + i3 * t.stride[3];
+  return static_cast<const T*>(t.data)[off];
+}
+
+}  // namespace cubridge
