@@ -1,0 +1,1 @@
+"""Wiring the stages for the user: the run directory and `cubridge run`."""
