@@ -9,6 +9,8 @@ import sys
 
 # Modules that register sub-commands, in the order `cubridge --help` lists them.
 COMMAND_MODULES = [
+    "cubridge.bench.commands",
+    "cubridge.doctor",
 ]
 
 

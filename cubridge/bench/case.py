@@ -1,0 +1,52 @@
+"""One benchmark problem: a spec at one head config and sequence length, with the
+inputs every implementation receives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from cubridge.attention import HeadConfig, Shape, default_scale
+from cubridge.bench.flops import MaskStats
+from cubridge.spec.model import Spec
+from cubridge.spec.mods import BoundMods
+
+
+@dataclass
+class Case:
+    spec: Spec
+    config: HeadConfig
+    shape: Shape
+    dtype: torch.dtype
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    aux: Mapping[str, torch.Tensor]
+    mods: BoundMods
+    stats: MaskStats
+
+    @property
+    def scale(self) -> float:
+        return default_scale(self.shape.d) if self.spec.scale is None else self.spec.scale
+
+    @property
+    def device(self) -> torch.device:
+        return self.q.device
+
+    @property
+    def is_plain_softmax(self) -> bool:
+        """Standard attention with at most a mask: no score_mod, softmax normaliser."""
+        return self.spec.score_mod is None and self.spec.normalizer == "softmax"
+
+
+def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device | str,
+                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random normal q, k, v (never zeros: BENCHMARK.md) in the shared layouts."""
+    def randn(*size: int) -> torch.Tensor:
+        return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
+
+    return (randn(shape.b, shape.hq, shape.sq, shape.d),
+            randn(shape.b, shape.hk, shape.sk, shape.d),
+            randn(shape.b, shape.hk, shape.sk, shape.head_dim_v))

@@ -1,0 +1,156 @@
+"""`cubridge bench`: measure our kernel and the peers on BENCHMARK.md's workload."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+
+from cubridge.bench.ours import DEFAULT_OURS, external_impl
+from cubridge.bench.peers import PEERS, peer_impls
+from cubridge.bench.report import (
+    REPO_ROOT,
+    collect_metadata,
+    load_json,
+    markdown_table,
+    write_reports,
+)
+from cubridge.bench.runner import BenchConfig, run_bench
+from cubridge.bench.timing import TimingSettings, gpu_timer
+from cubridge.spec.model import Spec
+
+# The variants of shared/BENCHMARK.md, in its order; specs in examples/specs/<name>.py.
+BENCHMARK_VARIANTS = [
+    "full", "causal", "sliding_window_1024", "global_sliding_window", "prefix_lm",
+    "document_causal", "share_question", "causal_blockwise", "alibi_causal", "softcap_causal",
+    "relative_position", "relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid",
+]
+SPEC_DIR = REPO_ROOT / "examples" / "specs"
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+
+
+def resolve_spec_path(name_or_path: str) -> Path:
+    """A spec file path, or a variant name looked up in examples/specs/."""
+    path = Path(name_or_path)
+    if path.suffix == ".py":
+        if not path.is_file():
+            raise FileNotFoundError(f"spec file {path} does not exist")
+        return path
+    candidate = SPEC_DIR / f"{name_or_path}.py"
+    if not candidate.is_file():
+        known = sorted(p.stem for p in SPEC_DIR.glob("*.py") if not p.stem.startswith("_"))
+        raise FileNotFoundError(f"no spec {name_or_path!r}: {candidate} does not exist "
+                                f"(known: {', '.join(known) or 'none'})")
+    return candidate
+
+
+def load_specs(names: list[str]) -> list[Spec]:
+    try:
+        from cubridge.spec import load
+    except ImportError as exc:
+        raise RuntimeError(f"cubridge.spec.load is not available ({exc})") from exc
+    return [load(resolve_spec_path(n)) for n in names]
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in _csv(text)]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from exc
+
+
+def _impl_arg(text: str) -> tuple[str, str]:
+    name, sep, target = text.partition("=")
+    if not sep or not name or not target:
+        raise argparse.ArgumentTypeError(f"expected NAME=TARGET, got {text!r}")
+    return name, target
+
+
+def default_run_name(device: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:24]
+    return f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}-{slug}"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bench", help="time our kernel and the peers (BENCHMARK.md), verified before timing",
+        description="Benchmark implementations of attention variants on the GPU. Every output "
+        "is checked against a float64 reference before its time counts; TFLOP/s are on "
+        "allowed (q, k) pairs. Writes results.json, results.md and results.png.")
+    p.add_argument("variants", nargs="*", metavar="VARIANT",
+                   help="variant names (examples/specs/NAME.py) or spec files")
+    p.add_argument("--all", action="store_true", help="every variant of BENCHMARK.md")
+    p.add_argument("--seq-lens", type=_ints, default=[1024, 2048, 4096, 8192],
+                   help="comma-separated sequence lengths (default 1024,2048,4096,8192)")
+    p.add_argument("--configs", type=_csv, default=["llama2_7b", "qwen25_72b"],
+                   help="head configs (default llama2_7b,qwen25_72b)")
+    p.add_argument("--tokens", type=int, default=16384, help="tokens per batch: B = tokens / S")
+    p.add_argument("--peers", type=_csv, default=list(PEERS),
+                   help=f"peers to run (default {','.join(PEERS)})")
+    p.add_argument("--ours", default=DEFAULT_OURS, metavar="TARGET",
+                   help="our implementation: MODULE:FUNC, FILE.py:FUNC or a run directory "
+                   f"(default {DEFAULT_OURS}); 'none' to leave it out")
+    p.add_argument("--impl", type=_impl_arg, action="append", default=[],
+                   metavar="NAME=TARGET", help="another implementation to time (repeatable)")
+    p.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up (ms)")
+    p.add_argument("--rep-ms", type=float, default=100.0, help="do_bench repetition time (ms)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", help="results folder name (default: date and device)")
+    p.add_argument("--out-dir", type=Path, default=RESULTS_DIR,
+                   help=f"parent of the results folder (default {RESULTS_DIR})")
+    p.add_argument("--render", type=Path, metavar="RESULTS_JSON",
+                   help="only re-render results.md and results.png beside an existing JSON")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.render is not None:
+        meta, results = load_json(args.render)
+        paths = write_reports(args.render.parent, meta, results)
+        print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+        return 0
+    names = BENCHMARK_VARIANTS if args.all else args.variants
+    if not names:
+        print("cubridge bench: name variants (e.g. full causal) or pass --all", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print(f"cubridge bench: no CUDA GPU is visible (torch {torch.__version__}, CUDA "
+              f"{torch.version.cuda or 'none'}); benchmarks measure on a GPU. "
+              "`cubridge doctor` lists what this machine has.", file=sys.stderr)
+        return 2
+    try:
+        specs = load_specs(names)
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"cubridge bench: {exc}", file=sys.stderr)
+        return 2
+    impls = []
+    if args.ours.lower() != "none":
+        impls.append(external_impl("ours", args.ours))
+    impls += [external_impl(name, target) for name, target in args.impl]
+    impls += peer_impls(args.peers)
+    settings = TimingSettings(args.warmup_ms, args.rep_ms)
+    timer, timing = gpu_timer(settings)
+    config = BenchConfig(seq_lens=args.seq_lens, configs=args.configs, tokens=args.tokens,
+                         seed=args.seed, device="cuda")
+    meta = collect_metadata(shlex.join(sys.argv), "cuda",
+                            f"{timing}, warmup {settings.warmup_ms} ms, rep {settings.rep_ms} ms",
+                            {"impls": {i.name: i.source for i in impls}})
+    print(f"cubridge bench on {meta['device']}: {len(specs)} variant(s) x {len(args.configs)} "
+          f"config(s) x {len(args.seq_lens)} length(s), impls {[i.name for i in impls]}")
+    results = run_bench(specs, impls, config, timer)
+    out_dir = args.out_dir / (args.name or default_run_name(meta["device"]))
+    paths = write_reports(out_dir, meta, results)
+    print()
+    print(markdown_table(results))
+    print()
+    print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    return 0

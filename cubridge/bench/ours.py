@@ -1,0 +1,92 @@
+"""Our implementation under test, plugged in as MODULE:FUNC, FILE.py:FUNC or a
+run directory (from `cubridge run`, holding a module that exposes `attention`).
+
+Calling conventions, chosen from the function's signature:
+- a library kernel with a `causal` flag, e.g. `cubridge.kernels.fa_sm80.attention(
+  q, k, v, scale=None, causal=False, ...)`: used for full and causal masks only;
+- a per-variant kernel `attention(q, k, v, **aux)` (optionally `scale=`): called
+  with the spec's aux tensors, for the variant it was built for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from cubridge.bench.case import Case
+from cubridge.bench.peers import Impl, Prepared, Unsupported
+
+DEFAULT_OURS = "cubridge.kernels.fa_sm80:attention"
+_DEFINES_ATTENTION = re.compile(r"^def attention\(", re.MULTILINE)
+
+
+def _load_file(path: Path, func: str) -> Callable[..., object]:
+    module_spec = importlib.util.spec_from_file_location(f"cubridge_bench_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise Unsupported(f"cannot import {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, func):
+        raise Unsupported(f"{path} defines no {func!r}")
+    return getattr(module, func)
+
+
+def _run_dir_module(run_dir: Path) -> Path:
+    candidates = [p for p in sorted(run_dir.glob("*.py"))
+                  if _DEFINES_ATTENTION.search(p.read_text(errors="replace"))]
+    if len(candidates) != 1:
+        found = [p.name for p in candidates] or "none"
+        raise Unsupported(f"run directory {run_dir}: expected one .py file defining "
+                          f"attention(q, k, v, **aux), found {found}")
+    return candidates[0]
+
+
+def load_callable(target: str) -> Callable[..., object]:
+    """Resolve MODULE:FUNC, FILE.py[:FUNC] or a run directory to a function."""
+    path_part, _, func = target.rpartition(":") if ":" in target else (target, "", "")
+    path = Path(path_part or target)
+    if path.is_dir():
+        return _load_file(_run_dir_module(path), "attention")
+    if path.suffix == ".py":
+        if not path.is_file():
+            raise Unsupported(f"{path} does not exist")
+        return _load_file(path, func or "attention")
+    if not func:
+        raise Unsupported(f"{target!r}: expected MODULE:FUNC, FILE.py:FUNC or a run directory")
+    try:
+        module = importlib.import_module(path_part)
+    except Exception as exc:  # noqa: BLE001 - any import failure makes the impl unavailable
+        raise Unsupported(f"cannot import {path_part}: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, func):
+        raise Unsupported(f"{path_part} has no {func!r}")
+    return getattr(module, func)
+
+
+def external_impl(name: str, target: str) -> Impl:
+    """An Impl that loads `target` on first use (a missing kernel is reported, not fatal)."""
+    loaded: list[Callable[..., object]] = []
+
+    def prepare(case: Case) -> Prepared:
+        if not loaded:
+            loaded.append(load_callable(target))
+        fn = loaded[0]
+        params = inspect.signature(fn).parameters
+        q, k, v, scale = case.q, case.k, case.v, case.scale
+        if "causal" in params:
+            structure = case.stats.structure
+            if not case.is_plain_softmax or structure not in ("full", "causal"):
+                raise Unsupported(f"{target} has a causal flag only; this variant is "
+                                  f"{structure}{'' if case.is_plain_softmax else ' with mods'}")
+            causal = structure == "causal"
+            return Prepared(lambda: fn(q, k, v, scale=scale, causal=causal),
+                            note="causal" if causal else "")
+        kwargs = dict(case.aux)
+        if "scale" in params:
+            kwargs["scale"] = scale
+        return Prepared(lambda: fn(q, k, v, **kwargs))
+
+    return Impl(name, prepare, target)

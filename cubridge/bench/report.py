@@ -1,0 +1,200 @@
+"""Benchmark records: a JSON file, a markdown table and a PNG plot, each carrying
+the device, date, git commit, exact command line and library versions, so a
+figure is never retyped by hand or separated from how it was made."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import platform
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from cubridge.bench.runner import OK, CaseResult, ImplResult
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = "cubridge.bench/1"
+STATUS_CELL = {"wrong": "FAIL", "oom": "OOM", "error": "ERR", "unsupported": "-",
+               "skipped": "n/v"}
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def git_commit(root: Path = REPO_ROOT) -> str:
+    """HEAD's hash, with '+dirty' when tracked files differ from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+    return head + ("+dirty" if dirty.strip() else "")
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def collect_metadata(command: str, device: str, timing: str, extra: dict | None = None) -> dict:
+    meta = {
+        "schema": SCHEMA,
+        "device": device_name(device),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "command": command,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "triton": _version("triton"),
+        "flash_attn_4": _version("flash-attn-4") if _version("flash-attn-4") != "not installed"
+        else _version("flash-attn"),
+        "python": platform.python_version(),
+        "timing": timing,
+    }
+    meta.update(extra or {})
+    return meta
+
+
+def write_json(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
+    path.write_text(json.dumps({"meta": meta, "results": [r.to_json() for r in results]},
+                               indent=1) + "\n")
+
+
+def load_json(path: Path) -> tuple[dict, list[CaseResult]]:
+    data = json.loads(Path(path).read_text())
+    if data.get("meta", {}).get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not a cubridge bench result (schema {SCHEMA} expected)")
+    results = []
+    for r in data["results"]:
+        impls = [ImplResult(**i) for i in r.pop("impls")]
+        results.append(CaseResult(**r, impls=impls))
+    return data["meta"], results
+
+
+def _impl_names(results: Sequence[CaseResult]) -> list[str]:
+    names: list[str] = []
+    for r in results:
+        names += [i.impl for i in r.impls if i.impl not in names]
+    return names
+
+
+def _cell(r: ImplResult | None) -> str:
+    if r is None:
+        return ""
+    if r.status == OK:
+        return f"{r.tflops:.0f}" + (f" ({r.note})" if r.note and "dense" in r.note else "")
+    return STATUS_CELL.get(r.status, r.status)
+
+
+def meta_lines(meta: dict) -> list[str]:
+    return [
+        f"- device: {meta['device']}",
+        f"- date: {meta['date']}",
+        f"- commit: {meta['commit']}",
+        f"- command: `{meta['command']}`",
+        f"- torch {meta['torch']} (CUDA {meta['cuda']}), triton {meta['triton']}, "
+        f"flash-attn-4 {meta['flash_attn_4']}, python {meta['python']}",
+        f"- timing: {meta['timing']}",
+    ]
+
+
+def markdown_table(results: Sequence[CaseResult]) -> str:
+    """TFLOP/s on allowed pairs: one row per (variant, config, S), one column per impl."""
+    names = _impl_names(results)
+    head = ["variant", "config", "S", "B", "density"] + names
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        by_name = {i.impl: i for i in r.impls}
+        row = [r.variant, r.config, str(r.seq_len), str(r.batch), f"{r.density:.3f}"]
+        lines.append("| " + " | ".join(row + [_cell(by_name.get(n)) for n in names]) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(meta: dict, results: Sequence[CaseResult]) -> str:
+    parts = ["# cubridge bench", "", *meta_lines(meta), "",
+             "TFLOP/s = 4 * allowed (q, k) pairs * Hq * D / time (BENCHMARK.md), bf16 unless "
+             "stated. `-`: the implementation cannot express the variant or is not installed; "
+             "FAIL: wrong output (not timed); OOM / ERR: it ran out of memory / raised; "
+             "n/v: no reference to verify against.", "", markdown_table(results), ""]
+    reasons: dict[str, list[str]] = {}
+    for r in results:
+        for i in r.impls:
+            if i.status != OK:
+                key = f"{i.impl} ({i.status}): {i.reason}"
+                reasons.setdefault(key, []).append(f"{r.variant}/{r.config}/S{r.seq_len}")
+    if reasons:
+        parts += ["## Not timed", ""]
+        for key, where in reasons.items():
+            shown = ", ".join(where[:4]) + (f" and {len(where) - 4} more" if len(where) > 4 else "")
+            parts.append(f"- {key} [{shown}]")
+        parts.append("")
+    refs = sorted({f"{r.variant}: {r.reference}" for r in results})
+    parts += ["## Float64 references", "", *[f"- {x}" for x in refs], ""]
+    return "\n".join(parts)
+
+
+def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
+    """TFLOP/s against S, one panel per (variant, config), one line per impl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys((r.variant, r.config) for r in results))
+    cols = min(4, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows + 1.2), squeeze=False)
+    names = _impl_names(results)
+    for ax, (variant, config) in zip(axes.flat, panels, strict=False):
+        mine = [r for r in results if (r.variant, r.config) == (variant, config)]
+        for name in names:
+            pts = [(r.seq_len, i.tflops) for r in mine for i in r.impls
+                   if i.impl == name and i.status == OK]
+            if pts:
+                ax.plot(*zip(*sorted(pts), strict=True), marker="o", label=name)
+        ax.set_title(f"{variant} / {config}", fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("S")
+        ax.set_ylabel("TFLOP/s (allowed pairs)")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(f"cubridge bench: {meta['device']}, {meta['date']}, commit {meta['commit'][:12]}",
+                 fontsize=10)
+    fig.text(0.01, 0.005, f"$ {meta['command']}", fontsize=7, family="monospace")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
+    info = {"Title": "cubridge bench", "Author": "cubridge",
+            "Description": json.dumps({k: meta[k] for k in ("device", "date", "commit",
+                                                             "command", "torch", "triton")})}
+    fig.savefig(path, dpi=110, metadata=info)
+    plt.close(fig)
+
+
+def write_reports(out_dir: Path, meta: dict, results: Sequence[CaseResult]) -> dict[str, Path]:
+    """results.json, results.md and results.png in out_dir; a plot that cannot be
+    drawn (no matplotlib on the machine) is reported, the rest is still written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "results.json", "markdown": out_dir / "results.md",
+             "png": out_dir / "results.png"}
+    write_json(paths["json"], meta, results)
+    paths["markdown"].write_text(render_markdown(meta, results))
+    try:
+        plot_png(paths["png"], meta, results)
+    except ImportError as exc:
+        del paths["png"]
+        print(f"plot skipped ({exc}); render later with: cubridge bench --render "
+              f"{paths['json']}")
+    return paths

@@ -1,0 +1,190 @@
+"""The benchmark loop: for each variant, head config and sequence length, make
+one set of inputs, count allowed pairs, compute the float64 reference, then for
+each implementation: prepare, run once, check, and only then time."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig, Shape
+from cubridge.bench.case import Case, make_inputs
+from cubridge.bench.check import check_output, tolerance_for
+from cubridge.bench.flops import count_allowed_pairs
+from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
+from cubridge.bench.peers import Impl, Unsupported
+from cubridge.bench.timing import Timer
+from cubridge.spec.model import Spec
+from cubridge.spec.mods import bind_mods
+
+STANDARD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B)}
+# Statuses of one implementation on one case.
+OK, WRONG, UNSUPPORTED = "ok", "wrong", "unsupported"
+OOM, ERROR, SKIPPED = "oom", "error", "skipped"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    seq_lens: Sequence[int] = (1024, 2048, 4096, 8192)
+    configs: Sequence[str] = ("llama2_7b", "qwen25_72b")
+    tokens: int = 16384  # per batch: B = tokens // S
+    dtype: torch.dtype = torch.bfloat16
+    seed: int = 0
+    device: str = "cuda"
+
+
+@dataclass
+class ImplResult:
+    impl: str
+    status: str
+    time_ms: float | None = None
+    tflops: float | None = None
+    rel_err: float | None = None
+    max_abs: float | None = None
+    note: str = ""
+    reason: str = ""
+
+
+@dataclass
+class CaseResult:
+    variant: str
+    config: str
+    seq_len: int
+    batch: int
+    hq: int
+    hk: int
+    d: int
+    allowed_pairs: int
+    density: float
+    structure: str
+    flops: float
+    reference: str
+    impls: list[ImplResult] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def head_config(spec: Spec, name: str) -> HeadConfig:
+    """The spec's head config of that name, else the standard one (BENCHMARK.md)."""
+    for cfg in spec.configs:
+        if cfg.name == name:
+            return cfg
+    if name in STANDARD_CONFIGS:
+        return STANDARD_CONFIGS[name]
+    known = sorted({c.name for c in spec.configs} | set(STANDARD_CONFIGS))
+    raise ValueError(f"spec {spec.name!r}: unknown head config {name!r}; known: {known}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer) -> ImplResult:
+    """Prepare, run once, check against the reference, and time only if right."""
+    note = ""
+    try:
+        prepared = impl.prepare(case)
+        note = prepared.note
+        out = prepared.to_standard(prepared.run())
+        check = check_output(out, ref, tolerance_for(case.spec, case.dtype))
+        del out
+        if not check.ok:
+            return ImplResult(impl.name, WRONG, rel_err=check.rel_err, max_abs=check.max_abs,
+                              note=note, reason=f"failed verification: {check.reason}")
+        ms = timer(prepared.run)
+        tflops = case.stats.flops / (ms * 1e-3) / 1e12
+        return ImplResult(impl.name, OK, ms, tflops, check.rel_err, check.max_abs, note)
+    except Unsupported as exc:
+        return ImplResult(impl.name, UNSUPPORTED, note=note, reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a failing peer is recorded, the run goes on
+        status = OOM if _is_oom(exc) else ERROR
+        return ImplResult(impl.name, status, note=note, reason=_short(exc))
+    finally:
+        _free(case.device)
+
+
+def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -> Case:
+    if seq_len > config.tokens or config.tokens % seq_len:
+        raise ValueError(f"sequence length {seq_len} does not divide {config.tokens} tokens")
+    shape = Shape.from_config(cfg, config.tokens // seq_len, seq_len)
+    device = torch.device(config.device)
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+    q, k, v = make_inputs(shape, config.dtype, device, gen)
+    aux = dict(spec.make_aux(shape, gen, device)) if spec.make_aux else {}
+    mods = bind_mods(spec, aux)
+    stats = count_allowed_pairs(mods.mask_mod, shape, device)
+    return Case(spec, cfg, shape, config.dtype, q, k, v, aux, mods, stats)
+
+
+def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
+             config: BenchConfig, timer: Timer,
+             progress: Callable[[str], None] = print) -> CaseResult:
+    case = build_case(spec, cfg, seq_len, config)
+    s, st = case.shape, case.stats
+    result = CaseResult(spec.name, cfg.name, seq_len, s.b, s.hq, s.hk, s.d, st.allowed_pairs,
+                        st.density, st.structure, st.flops, reference="")
+    try:
+        agree, why = mods_agree_with_reference(spec, s, case.device, seed=config.seed)
+    except Exception as exc:  # noqa: BLE001 - fall back to the spec's reference
+        agree, why = False, f"mods check failed: {_short(exc)}"
+    try:
+        ref = float64_reference(spec, case.q, case.k, case.v, case.aux, case.mods, agree)
+    except Exception as exc:  # noqa: BLE001 - nothing can be verified, so nothing is timed
+        _free(case.device)
+        result.reference = f"unavailable: {_short(exc)} ({why})"
+        result.impls = [ImplResult(i.name, SKIPPED, reason="no float64 reference to verify "
+                                   "against") for i in impls]
+        progress(f"{spec.name} {cfg.name} S={seq_len}: {result.reference}")
+        return result
+    result.reference = ref.method if agree else f"{ref.method} ({why})"
+    for impl in impls:
+        r = measure(impl, case, ref.out, timer)
+        result.impls.append(r)
+        what = (f"{r.tflops:7.1f} TFLOP/s ({r.time_ms:.3f} ms)" if r.status == OK
+                else f"{r.status}: {r.reason}")
+        progress(f"{spec.name:<28} {cfg.name:<11} S={seq_len:<5} {impl.name:<12} {what}")
+    del ref, case
+    _free(torch.device(config.device))
+    return result
+
+
+def run_bench(specs: Sequence[Spec], impls: Sequence[Impl], config: BenchConfig, timer: Timer,
+              progress: Callable[[str], None] = print) -> list[CaseResult]:
+    """Every spec x head config x sequence length, every impl on the same inputs."""
+    results = []
+    for spec in specs:
+        for cfg_name in config.configs:
+            cfg = head_config(spec, cfg_name)
+            for seq_len in config.seq_lens:
+                try:
+                    results.append(run_case(spec, cfg, seq_len, impls, config, timer, progress))
+                except Exception as exc:  # noqa: BLE001 - record the broken case, go on
+                    _free(torch.device(config.device))
+                    results.append(failed_case(spec, cfg, seq_len, impls, config, exc))
+                    progress(f"{spec.name} {cfg.name} S={seq_len}: {results[-1].reference}")
+    return results
+
+
+def failed_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
+                config: BenchConfig, exc: BaseException) -> CaseResult:
+    """A case whose inputs, aux or pair count could not be built."""
+    batch = config.tokens // seq_len if seq_len else 0
+    return CaseResult(spec.name, cfg.name, seq_len, batch, cfg.hq, cfg.hk, cfg.d, 0, 0.0,
+                      "unknown", 0.0, reference=f"case failed: {_short(exc)}",
+                      impls=[ImplResult(i.name, SKIPPED, reason="case failed") for i in impls])
