@@ -3,9 +3,8 @@
 `cubridge bench` implements shared/BENCHMARK.md: every implementation gets the
 same inputs, its output is checked against a float64 reference before its time
 counts, and TFLOP/s are counted on allowed (q, k) pairs only.
+
+Entry points: cubridge.bench.runner.run_bench (the loop), cubridge.bench.peers
+(what is compared), cubridge.bench.flops.count_allowed_pairs (the FLOP count),
+cubridge.bench.report (JSON, markdown, PNG).
 """
-
-from cubridge.bench.flops import MaskStats, count_allowed_pairs
-from cubridge.bench.runner import BenchConfig, run_bench
-
-__all__ = ["BenchConfig", "MaskStats", "count_allowed_pairs", "run_bench"]

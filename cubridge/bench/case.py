@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from cubridge.attention import HeadConfig, Shape, default_scale
 from cubridge.bench.flops import MaskStats
 from cubridge.spec.model import Spec
-from cubridge.spec.mods import BoundMods
+
+if TYPE_CHECKING:
+    from cubridge.spec.mods import BoundMods
 
 
 @dataclass
@@ -24,7 +27,7 @@ class Case:
     k: torch.Tensor
     v: torch.Tensor
     aux: Mapping[str, torch.Tensor]
-    mods: BoundMods
+    mods: BoundMods  # the spec's mods with aux bound (cubridge.spec.mods.bind_mods)
     stats: MaskStats
 
     @property
@@ -50,3 +53,12 @@ def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device | str,
     return (randn(shape.b, shape.hq, shape.sq, shape.d),
             randn(shape.b, shape.hk, shape.sk, shape.d),
             randn(shape.b, shape.hk, shape.sk, shape.head_dim_v))
+
+
+def first_tensor(result: object) -> torch.Tensor:
+    """out from an implementation returning out or (out, lse, ...)."""
+    if isinstance(result, tuple | list):
+        result = result[0]
+    if not isinstance(result, torch.Tensor):
+        raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
+    return result

@@ -13,14 +13,6 @@ import torch
 
 from cubridge.bench.ours import DEFAULT_OURS, external_impl
 from cubridge.bench.peers import PEERS, peer_impls
-from cubridge.bench.report import (
-    REPO_ROOT,
-    collect_metadata,
-    load_json,
-    markdown_table,
-    write_reports,
-)
-from cubridge.bench.runner import BenchConfig, run_bench
 from cubridge.bench.timing import TimingSettings, gpu_timer
 from cubridge.spec.model import Spec
 
@@ -30,6 +22,7 @@ BENCHMARK_VARIANTS = [
     "document_causal", "share_question", "causal_blockwise", "alibi_causal", "softcap_causal",
     "relative_position", "relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid",
 ]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = REPO_ROOT / "examples" / "specs"
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 
@@ -113,6 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    # Imported here so that `cubridge --help` stays fast and independent of them.
+    from cubridge.bench.report import collect_metadata, load_json, markdown_table, write_reports
+    from cubridge.bench.runner import BenchConfig, run_bench
+
     if args.render is not None:
         meta, results = load_json(args.render)
         paths = write_reports(args.render.parent, meta, results)

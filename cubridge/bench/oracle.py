@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape, default_scale
+from cubridge.bench.case import first_tensor
 from cubridge.bench.mods import arange, eval_mask
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods, bind_mods
@@ -31,15 +32,6 @@ CHECK_REL_TOL = 1e-6
 class Reference:
     out: torch.Tensor  # float64 [B, Hq, Sq, Dv]
     method: str  # how it was computed, for the report
-
-
-def first_tensor(result: object) -> torch.Tensor:
-    """out from an implementation returning out or (out, lse, ...)."""
-    if isinstance(result, tuple | list):
-        result = result[0]
-    if not isinstance(result, torch.Tensor):
-        raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
-    return result
 
 
 def attention_from_mods(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: BoundMods,

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from cubridge.bench.case import Case
+from cubridge.bench.case import Case, first_tensor
 from cubridge.bench.mods import arange, eval_mask, eval_score_bias, index_grid, softcap_of
-from cubridge.bench.oracle import first_tensor
 
 
 class Unsupported(Exception):
