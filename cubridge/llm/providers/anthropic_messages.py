@@ -1,0 +1,71 @@
+"""Anthropic Messages through the `anthropic` client library."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cubridge.llm.errors import ProviderError, TransientProviderError
+from cubridge.llm.providers.base import api_error_message, http_error
+from cubridge.llm.request import Reply, Request, Usage
+
+ANTHROPIC_URL = "https://api.anthropic.com"
+
+
+class AnthropicMessagesProvider:
+    kind = "anthropic"
+
+    def __init__(
+        self, model: str, *, api_key: str, base_url: str | None = None, timeout_s: float = 600.0
+    ) -> None:
+        import anthropic  # imported here: the dependency is needed only by this provider
+
+        self.model = model
+        self.base_url = base_url or ANTHROPIC_URL
+        self._anthropic = anthropic
+        # max_retries=0: our RetryPolicy is the one in force.
+        self._client = anthropic.Anthropic(
+            api_key=api_key, base_url=self.base_url, timeout=timeout_s, max_retries=0
+        )
+
+    def complete(self, request: Request) -> Reply:
+        # The Messages API takes the system prompt apart from the turns.
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": [m.to_json() for m in request.messages if m.role != "system"],
+        }
+        if system:
+            kwargs["system"] = system
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.stop:
+            kwargs["stop_sequences"] = list(request.stop)
+        anthropic = self._anthropic
+        start = time.perf_counter()
+        try:
+            response = self._client.messages.create(**kwargs)
+        except anthropic.APITimeoutError as exc:
+            raise TransientProviderError(f"anthropic request to {self.base_url} timed out") from exc
+        except anthropic.APIConnectionError as exc:
+            raise TransientProviderError(
+                f"anthropic connection to {self.base_url} failed: {exc}"
+            ) from exc
+        except anthropic.APIStatusError as exc:
+            raise http_error(
+                "anthropic", exc.status_code, api_error_message(exc), exc.response.headers
+            ) from exc
+        except anthropic.APIError as exc:
+            raise ProviderError(f"anthropic: {exc}") from exc
+        latency = time.perf_counter() - start
+        text = "".join(block.text for block in response.content if block.type == "text")
+        usage = Usage(response.usage.input_tokens, response.usage.output_tokens)
+        return Reply(
+            text=text,
+            usage=usage,
+            model=response.model or self.model,
+            latency_s=latency,
+            finish_reason=response.stop_reason,
+            raw=response.model_dump(mode="json"),
+        )
