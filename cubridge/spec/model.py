@@ -25,11 +25,14 @@ AuxMaker = Callable[[Shape, torch.Generator, torch.device], Mapping[str, torch.T
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Thresholds for one dtype: relative Frobenius error and max abs error
-    against the float64 reference (docs/specs.md explains the defaults)."""
+    """Thresholds for one dtype against the float64 reference (docs/specs.md
+    explains the defaults): `rel` bounds ||out - ref|| / ||ref||, `abs` bounds
+    max |out - ref| as a fraction of max |ref|, and `lse` bounds
+    |lse - ref_lse| / max(1, |ref_lse|) on rows with an allowed key."""
 
     rel: float
     abs: float
+    lse: float = 1e-4
 
 
 @dataclass(frozen=True)
@@ -51,3 +54,6 @@ class Spec:
     returns_lse: bool = True  # False for elementwise normalisers (no LSE exists)
     scale: float | None = None  # None: 1/sqrt(D)
     extra: Mapping[str, object] = field(default_factory=dict)
+    # Declared aux shapes, {name: dims}; a dim is an int or an expression over
+    # B, Hq, Hk, Sq, Sk, D, Dv ("Sq + Sk - 1"); () is a 0-d scalar.
+    aux_shapes: Mapping[str, tuple[int | str, ...]] | None = None

@@ -1,0 +1,123 @@
+"""`cubridge spec check`: run a loaded spec through everything a stage will ask
+of it, on small shapes, and say what it found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from cubridge.attention import Shape
+from cubridge.spec.errors import SpecError, describe_exception, location_of
+from cubridge.spec.inputs import DISTRIBUTIONS, make_aux, make_inputs
+from cubridge.spec.model import Spec
+from cubridge.spec.mods import mods_attention
+from cubridge.spec.reference import call_reference
+from cubridge.spec.shapes import check_shapes, verification_shapes
+
+# float64 reference and float64 mods evaluator compute the same sums in a
+# different order; anything above this is a disagreement, not rounding.
+MODS_AGREEMENT = 1e-8
+
+
+@dataclass
+class CheckSummary:
+    spec: Spec
+    shapes: list[Shape] = field(default_factory=list)
+    reference_calls: int = 0
+    mods_max_error: float | None = None  # None: the spec has no mods
+    empty_rows: int = 0
+
+    def lines(self) -> list[str]:
+        s = self.spec
+        aux = ", ".join(f"{n}{list(d)}" for n, d in (s.aux_shapes or {}).items()) or (
+            "made by make_aux (shapes not declared)" if s.make_aux else "none")
+        mods = ", ".join(n for n, fn in (("mask_mod", s.mask_mod), ("score_mod", s.score_mod))
+                         if fn is not None) or "none"
+        agree = ("-" if self.mods_max_error is None
+                 else f"agree with reference (max rel error {self.mods_max_error:.1e})")
+        return [
+            f"spec        {s.name}  ({s.path})",
+            f"            {s.description}",
+            f"normalizer  {s.normalizer}; reference returns "
+            f"{'(out, lse)' if s.returns_lse else 'out'}",
+            f"configs     {', '.join(f'{c.name} {c.hq}/{c.hk}/{c.d}' for c in s.configs)}",
+            f"seq lens    {', '.join(map(str, s.seq_lens))}",
+            f"dtypes      {', '.join(str(d).removeprefix('torch.') for d in s.dtypes)}",
+            f"aux         {aux}",
+            f"mods        {mods}  {agree}",
+            f"checked     {self.reference_calls} reference calls on {len(self.shapes)} shapes; "
+            f"{self.empty_rows} rows with no allowed key seen",
+            "ok",
+        ]
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    denom = float(b.norm())
+    return float((a - b).norm()) / (denom if denom > 0 else 1.0)
+
+
+def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0) -> float:
+    """Max relative disagreement between mods and reference over `shapes` and
+    all distributions, float64; raises SpecError past MODS_AGREEMENT."""
+    worst = 0.0
+    where = location_of(spec.score_mod or spec.mask_mod)
+    for i, shape in enumerate(shapes):
+        for dist in DISTRIBUTIONS:
+            g = torch.Generator().manual_seed(seed + i)
+            inputs = make_inputs(spec, shape, torch.float64, dist, g).to_float64()
+            ref_out, ref_lse = call_reference(spec, inputs, expect_lse=spec.returns_lse)
+            try:
+                out, lse = mods_attention(spec, inputs.q, inputs.k, inputs.v, inputs.aux)
+            except Exception as exc:
+                raise SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}",
+                                where) from exc
+            err = _relative(out, ref_out)
+            if ref_lse is not None and lse is not None:
+                if not torch.equal(torch.isinf(lse), torch.isinf(ref_lse)):
+                    rows = int((torch.isinf(lse) != torch.isinf(ref_lse)).sum())
+                    raise SpecError(f"mods and reference disagree on which rows have no allowed "
+                                    f"key ({rows} rows) on shape {shape}", where)
+                fin = torch.isfinite(ref_lse)
+                if fin.any():
+                    err = max(err, float((lse[fin] - ref_lse[fin]).abs().max()))
+            if err > MODS_AGREEMENT:
+                row = (out - ref_out).abs().amax(-1).flatten().argmax().item()
+                b, h, q = torch.unravel_index(torch.tensor(row), ref_out.shape[:3])
+                raise SpecError(
+                    f"mods disagree with the reference on shape {shape}, {dist} inputs: "
+                    f"relative error {err:.2e} (worst row b={int(b)} h={int(h)} q={int(q)})",
+                    where)
+            worst = max(worst, err)
+    return worst
+
+
+def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
+    """Everything short of verifying a kernel: the reference on the verifier's
+    shapes (float64) and on a small shape in each spec dtype; aux made
+    deterministically with the declared shapes; mods against the reference."""
+    summary = CheckSummary(spec)
+    shapes = verification_shapes(spec.configs)
+    summary.shapes = shapes
+    for i, shape in enumerate(shapes):
+        inputs = make_inputs(spec, shape, torch.float64, "normal",
+                             torch.Generator().manual_seed(seed + i))
+        _, lse = call_reference(spec, inputs, expect_lse=spec.returns_lse)
+        summary.reference_calls += 1
+        if lse is not None:
+            summary.empty_rows += int(torch.isinf(lse).sum())
+        again = make_aux(spec, shape, torch.Generator().manual_seed(seed + i))
+        for name, t in make_aux(spec, shape, torch.Generator().manual_seed(seed + i)).items():
+            if not torch.equal(t, again[name]):
+                raise SpecError(f"make_aux is not deterministic: {name} differs between two "
+                                "calls with the same generator state; draw randomness only "
+                                "from the generator", location_of(spec.make_aux))
+    small = check_shapes(spec.configs)
+    for dtype in spec.dtypes:
+        for dist in DISTRIBUTIONS:
+            inputs = make_inputs(spec, small[1], dtype, dist, torch.Generator().manual_seed(seed))
+            call_reference(spec, inputs, expect_lse=spec.returns_lse)
+            summary.reference_calls += 1
+    if spec.mask_mod is not None or spec.score_mod is not None:
+        summary.mods_max_error = check_mods(spec, small, seed)
+    return summary

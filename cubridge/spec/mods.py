@@ -1,0 +1,116 @@
+"""FlexAttention-style mods: binding their aux arguments, and a plain-PyTorch
+attention that computes a spec from its mods alone (used to check that the
+mods agree with the reference, and by peers that need dense masks)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+import torch
+
+from cubridge.attention import default_scale
+from cubridge.spec.model import Spec
+
+MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+ScoreMod = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor
+]
+
+
+class BoundMods(NamedTuple):
+    """Mods with their aux bound: exactly FlexAttention's callback signatures."""
+
+    score_mod: ScoreMod | None
+    mask_mod: MaskMod | None
+
+
+def aux_parameters(fn: Callable[..., object]) -> list[str]:
+    """Names of a mod's keyword-only parameters (the aux it reads)."""
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def _bind(fn: Callable[..., torch.Tensor], aux: Mapping[str, torch.Tensor]) -> dict:
+    names = aux_parameters(fn)
+    missing = [n for n in names if n not in aux]
+    if missing:
+        raise KeyError(f"{fn.__name__} reads aux {missing}, which make_aux does not provide")
+    return {n: aux[n] for n in names}
+
+
+def bind_mods(spec: Spec, aux: Mapping[str, torch.Tensor]) -> BoundMods:
+    """Closures over `aux` that FlexAttention can call as
+    score_mod(score, b, h, q_idx, kv_idx) and mask_mod(b, h, q_idx, kv_idx)."""
+    score_mod = mask_mod = None
+    if spec.score_mod is not None:
+        fn_s, kw_s = spec.score_mod, _bind(spec.score_mod, aux)
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return fn_s(score, b, h, q_idx, kv_idx, **kw_s)
+
+    if spec.mask_mod is not None:
+        fn_m, kw_m = spec.mask_mod, _bind(spec.mask_mod, aux)
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return fn_m(b, h, q_idx, kv_idx, **kw_m)
+
+    return BoundMods(score_mod, mask_mod)
+
+
+def index_grids(
+    b: int, h: int, sq: int, sk: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, ...]:
+    """b, h, q_idx, kv_idx as int64 tensors broadcasting to [B, H, Sq, Sk]."""
+    ar = lambda n: torch.arange(n, device=device)
+    return (ar(b).view(b, 1, 1, 1), ar(h).view(1, h, 1, 1),
+            ar(sq).view(1, 1, sq, 1), ar(sk).view(1, 1, 1, sk))
+
+
+def dense_mask(mods: BoundMods, b: int, h: int, sq: int, sk: int,
+               device: torch.device | str = "cpu") -> torch.Tensor:
+    """mask_mod on every (b, h, q, k): bool [B, H, Sq, Sk] (all True without one)."""
+    if mods.mask_mod is None:
+        return torch.ones(b, h, sq, sk, dtype=torch.bool, device=device)
+    mask = mods.mask_mod(*index_grids(b, h, sq, sk, device))
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"mask_mod must return a bool tensor, got "
+                        f"{getattr(mask, 'dtype', type(mask).__name__)}")
+    return mask.expand(b, h, sq, sk)
+
+
+def apply_score_mod(mods: BoundMods, scores: torch.Tensor) -> torch.Tensor:
+    """score_mod on a [B, H, Sq, Sk] score tensor, by broadcasting indices."""
+    if mods.score_mod is None:
+        return scores
+    bsz, h, sq, sk = scores.shape
+    out = mods.score_mod(scores, *index_grids(bsz, h, sq, sk, scores.device))
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"score_mod must return a tensor, got {type(out).__name__}")
+    return out.expand(bsz, h, sq, sk).to(scores.dtype)
+
+
+def mods_attention(
+    spec: Spec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    aux: Mapping[str, torch.Tensor], scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Attention computed from the spec's mods and normaliser alone, in the
+    dtype of q (use float64): returns (out, lse), lse None for elementwise
+    normalisers. Rows with no allowed key give out 0 and lse -inf."""
+    mods = bind_mods(spec, aux)
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)
+    v = v.repeat_interleave(group, dim=1)
+    if scale is None:
+        scale = spec.scale if spec.scale is not None else default_scale(q.shape[-1])
+    scores = apply_score_mod(mods, (q @ k.transpose(-1, -2)) * scale)
+    allowed = dense_mask(mods, q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.device)
+    if spec.normalizer == "softmax":
+        masked = scores.masked_fill(~allowed, float("-inf"))
+        lse = torch.logsumexp(masked, dim=-1)
+        p = torch.exp(masked - lse[..., None].clamp_min(torch.finfo(q.dtype).min))
+        p = p.masked_fill(~allowed, 0.0)
+        return p @ v, lse
+    act = torch.sigmoid(scores) if spec.normalizer == "sigmoid" else torch.relu(scores)
+    return act.masked_fill(~allowed, 0.0) @ v, None

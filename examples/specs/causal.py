@@ -1,0 +1,20 @@
+"""Causal attention: query q sees keys k <= q (absolute positions)."""
+
+from cubridge.attention import LLAMA2_7B, QWEN25_72B
+from cubridge.spec.helpers import expand_kv, positions, scaled_scores, softmax_attention
+
+NAME = "causal"
+DESCRIPTION = "causal mask, q >= k"
+CONFIGS = [LLAMA2_7B, QWEN25_72B]
+SEQ_LENS = [1024, 2048, 4096, 8192]
+DTYPES = ["bf16", "fp16"]
+
+
+def reference(q, k, v):
+    q_idx, kv_idx = positions(q, k)
+    k, v = expand_kv(q, k, v)
+    return softmax_attention(scaled_scores(q, k), q_idx >= kv_idx, v)
+
+
+def mask_mod(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
