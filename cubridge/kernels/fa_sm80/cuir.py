@@ -1,0 +1,137 @@
+"""CuIR of fa_sm80 (fa_sm80.cu): a FlashAttention-2-class forward kernel for
+Ampere tensor cores.
+
+One CTA computes one query block of `block_m` rows for one (batch, query
+head). A single role of `num_warps` warps does everything: the warps split the
+query rows (mma.sync m16n8k16, whole 16-row slabs per warp), Q stays in shared
+memory, and K and V stream through `stages` = 2 shared-memory slots each with
+cp.async groups, committed one tile per group so the wait counts never change:
+
+    prologue: [Q + K(n0)] [V(n0)] [K(n1)]
+    iteration i (key block n_i, slot i % 2):
+      copy_wait(2) + sync   K(n_i) landed for every warp
+      issue V(n_{i+1})      S = Q K^T, hooks, online softmax (P in registers)
+      copy_wait(2) + sync   V(n_i) landed, and every warp is done with K's slot
+      issue K(n_{i+2})      O += P V
+
+Every load is issued a full phase before it is needed. The variant enters
+through the hooks only (docs/hooks.md): kv_block_range bounds the key loop,
+EMPTY blocks are never loaded, FULL blocks are unmasked except at the key
+tail, PARTIAL blocks apply mask_mod.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cubridge.ir import RMEM, SMEM, BlockKind, KernelBase
+from cubridge.ir import tile_math as tm
+from cubridge.ir.control import cdiv
+
+
+class FaSm80(KernelBase):
+    """Ampere-style forward attention: one role, cp.async double buffering, mma.sync."""
+
+    arch = "sm80"
+
+    def __init__(self, *, block_m: int = 128, block_n: int = 64, num_warps: int = 4,
+                 stages: int = 2, causal: bool = False):
+        for name, val in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
+            if not isinstance(val, int) or val <= 0:
+                raise ValueError(f"FaSm80: {name} must be a positive int, got {val!r}")
+        if stages != 2:
+            raise ValueError(f"FaSm80: stages must be 2 (the pipeline's wait counts assume two "
+                             f"K/V slots, as fa_sm80.cu does), got {stages!r}")
+        self.block_m = block_m
+        self.block_n = block_n
+        self.num_warps = num_warps
+        self.stages = stages
+        self.causal = bool(causal)
+
+    def grid(self) -> tuple[int, int, int]:
+        return cdiv(self.seqlen_q, self.block_m), self.heads_q, self.batch
+
+    def run(self, m_block: int, h: int, b: int) -> None:
+        self.q_s = self.alloc(SMEM, (self.block_m, self.head_dim), self.dtype)
+        self.k_s = self.alloc(SMEM, (self.block_n, self.head_dim), self.dtype, stages=self.stages)
+        self.v_s = self.alloc(SMEM, (self.block_n, self.head_dim_v), self.dtype,
+                              stages=self.stages)
+        self.bind(self.attention, m_block, h, b, warps=self.num_warps)
+
+    # -- the one role -------------------------------------------------------------------
+
+    def attention(self, m_block: int, h: int, b: int) -> None:
+        bm, bn = self.block_m, self.block_n
+        h_kv = h // (self.heads_q // self.heads_kv)
+        q_start = m_block * bm
+        blocks = self.kv_blocks(b, h, q_start, q_start + bm)
+        o_acc = self.alloc(RMEM, (bm, self.head_dim_v), torch.float32)
+        s_acc = self.alloc(RMEM, (bm, bn), torch.float32)
+        self.store(o_acc, tm.full((bm, self.head_dim_v), 0.0))
+        row_max = tm.full((bm,), float("-inf"))
+        row_sum = tm.full((bm,), 0.0)
+        # Scores are natural-unit logits after score_mod; otherwise the scale folds into exp2.
+        to_log2 = tm.LOG2E if self.has_score_mod else self.scale * tm.LOG2E
+        q_idx = tm.iota(q_start, bm)[:, None]
+
+        def load_k(i: int, slot: int) -> None:
+            if i < len(blocks):
+                src = self.k.tile(b, h_kv, start=blocks[i][0] * bn, rows=bn)
+                self.copy_async(self.k_s[slot], src)
+            self.copy_commit()  # always commit, so wait counts stay fixed
+
+        def load_v(i: int, slot: int) -> None:
+            if i < len(blocks):
+                src = self.v.tile(b, h_kv, start=blocks[i][0] * bn, rows=bn)
+                self.copy_async(self.v_s[slot], src)
+            self.copy_commit()
+
+        if blocks:
+            self.copy_async(self.q_s, self.q.tile(b, h, start=q_start, rows=bm))
+            load_k(0, 0)
+            load_v(0, 0)
+            load_k(1, 1)
+            for i, (n, kind) in enumerate(blocks):
+                slot = i % self.stages
+                self.copy_wait(2)  # K(n_i) and Q landed; V(n_i), K(n_{i+1}) may be in flight
+                self.sync_threads()
+                load_v(i + 1, (slot + 1) % self.stages)
+
+                self.gemm(self.q_s, self.k_s[slot], s_acc, trans_b=True, accumulate=False)
+                s = self.load(s_acc)
+                if self.has_score_mod or self.normalizer == "elementwise":
+                    s = s * self.scale
+                kv_idx = tm.iota(n * bn, bn)[None, :]
+                s, allowed = self.apply_score_hooks(s, b, h, q_idx, kv_idx, kind)
+                if self.normalizer == "softmax":
+                    s = tm.where(allowed, s, float("-inf"))
+                    mx = tm.maximum(row_max, tm.row_max(s))
+                    # A row with nothing allowed yet keeps max -inf; use 0 so exp2 gives 0.
+                    max_scaled = tm.where(mx == float("-inf"), 0.0, mx * to_log2)
+                    rescale = tm.exp2(row_max * to_log2 - max_scaled)
+                    row_max = mx
+                    p = tm.exp2(s * to_log2 - max_scaled[:, None])
+                    row_sum = row_sum * rescale + tm.row_sum(p)
+                    self.store(o_acc, self.load(o_acc) * rescale[:, None])
+                else:
+                    p = tm.where(allowed, self.activation(s), 0.0)
+
+                self.copy_wait(2)  # V(n_i) landed; V(n_{i+1}), K(n_{i+1}) may be in flight
+                self.sync_threads()  # ... and every warp is done reading K(n_i)'s slot
+                load_k(i + 2, slot)
+                self.gemm(tm.convert(p, self.dtype), self.v_s[slot], o_acc)
+        self.copy_wait(0)
+
+        o = self.load(o_acc)
+        o_rows = self.o.tile(b, h, start=q_start, rows=bm)
+        if self.normalizer == "softmax":
+            inv = tm.where(row_sum > 0, 1.0 / row_sum, 0.0)
+            self.copy(o_rows, tm.convert(o * inv[:, None], self.dtype))
+            lse = tm.where(row_sum > 0, (row_max * to_log2 + tm.log2(row_sum)) * tm.LN2,
+                           float("-inf"))
+            self.copy(self.lse.tile(b, h, start=q_start, rows=bm), lse)
+        else:
+            self.copy(o_rows, tm.convert(o, self.dtype))
+
+
+__all__ = ["FaSm80", "BlockKind"]
