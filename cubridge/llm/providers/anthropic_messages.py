@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
@@ -27,6 +28,8 @@ class AnthropicMessagesProvider:
         self._client = anthropic.Anthropic(
             api_key=api_key, base_url=self.base_url, timeout=timeout_s, max_retries=0
         )
+        create = inspect.signature(self._client.messages.create).parameters
+        self._takes_temperature = "temperature" in create
 
     def complete(self, request: Request) -> Reply:
         # The Messages API takes the system prompt apart from the turns.
@@ -39,7 +42,11 @@ class AnthropicMessagesProvider:
         if system:
             kwargs["system"] = system
         if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+            # Some library versions dropped the parameter; the wire format keeps it.
+            if self._takes_temperature:
+                kwargs["temperature"] = request.temperature
+            else:
+                kwargs["extra_body"] = {"temperature": request.temperature}
         if request.stop:
             kwargs["stop_sequences"] = list(request.stop)
         anthropic = self._anthropic
