@@ -1,0 +1,137 @@
+"""Render hook expressions as CUDA C++ (host and device).
+
+Values: bool -> bool, int -> int (32-bit, as FlexAttention's indices), float
+-> float. Integer floor division and modulo go through detail:: helpers with
+Python/torch semantics. Aux tensors are read with cubridge::aux_load<T> from
+their AuxArgs slot. Intervals (block classification) use the shared interval
+renderer with the iv_* helpers of hook_helpers.cuh.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from cubridge.transfer import interval
+from cubridge.transfer.expr import DType, Node
+
+C_TYPES = {DType.BOOL: "bool", DType.INT: "int", DType.FLOAT: "float"}
+
+# Element type that aux_load<T> reads, per aux dtype.
+AUX_C_TYPES: dict[torch.dtype, str] = {
+    torch.bool: "bool",
+    torch.uint8: "uint8_t",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int32_t",
+    torch.int64: "int64_t",
+    torch.float32: "float",
+    torch.float64: "double",
+}
+
+
+class RenderError(Exception):
+    pass
+
+
+def c_literal(value: object, dtype: DType) -> str:
+    if dtype == DType.BOOL:
+        return "true" if value else "false"
+    if dtype == DType.INT:
+        v = int(value)  # type: ignore[call-overload]
+        if not -(2**31) <= v < 2**31:
+            raise RenderError(f"integer constant {v} does not fit the hooks' 32-bit int")
+        return f"({v})" if v < 0 else str(v)
+    v = float(value)  # type: ignore[arg-type]
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    text = repr(v)
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return f"({text}f)" if v < 0 else f"{text}f"
+
+
+_TEMPLATES = {
+    "neg": "(-{0})", "abs": "detail::abs({0})", "not": "(!{0})",
+    "tanh": "tanhf({0})", "exp": "expf({0})", "exp2": "exp2f({0})", "log": "logf({0})",
+    "sigmoid": "detail::sigmoid({0})", "sqrt": "sqrtf({0})", "floor": "floorf({0})",
+    "ceil": "ceilf({0})",
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
+    "floordiv": "detail::floordiv({0}, {1})", "mod": "detail::mod({0}, {1})",
+    "min": "detail::min({0}, {1})", "max": "detail::max({0}, {1})",
+    "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
+    "eq": "({0} == {1})", "ne": "({0} != {1})",
+    "and": "({0} && {1})", "or": "({0} || {1})", "xor": "({0} != {1})",
+    "where": "({0} ? {1} : {2})",
+}
+
+# C names of the hook arguments for each index variable
+ARG_NAMES = {"b": "b", "h": "h", "q": "q", "k": "k", "score": "s"}
+
+
+def render_value(node: Node, slots: Mapping[str, int],
+                 aux_dtypes: Mapping[str, torch.dtype]) -> str:
+    """`node` as a C++ expression over (s, b, h, q, k, aux)."""
+
+    def go(n: Node) -> str:
+        if n.op == "const":
+            return c_literal(n.arg, n.dtype)
+        if n.op == "var":
+            return ARG_NAMES[n.arg]  # type: ignore[index]
+        if n.op == "aux_load":
+            name = n.arg
+            load_t = AUX_C_TYPES[aux_dtypes[name]]  # type: ignore[index]
+            idx = ", ".join(go(a) for a in n.args) or "0"
+            read = f"cubridge::aux_load<{load_t}>(aux, {slots[name]}, {idx})"  # type: ignore[index]
+            return f"static_cast<{C_TYPES[n.dtype]}>({read})"
+        if n.op == "aux_size":
+            name, dim = n.arg  # type: ignore[misc]
+            return f"static_cast<int>(aux.t[{slots[name]}].size[{dim}])"
+        if n.op == "cast":
+            return f"static_cast<{C_TYPES[n.dtype]}>({go(n.args[0])})"
+        return _TEMPLATES[n.op].format(*(go(a) for a in n.args))
+
+    return go(node)
+
+
+def interval_lang(slots: Mapping[str, int],
+                  aux_dtypes: Mapping[str, torch.dtype]) -> interval.IntervalLang:
+    """C++ spelling of interval code; q and k are the locals `iv_q`, `iv_k`."""
+
+    def leaf(n: Node) -> str:
+        if n.op == "const":
+            return f"detail::iv_point({_c_double(n.arg)})"
+        if n.op == "var":
+            return {"b": "detail::iv_point(b)", "h": "detail::iv_point(h)", "q": "iv_q",
+                    "k": "iv_k"}[n.arg]  # type: ignore[index]
+        if n.op == "aux_size":
+            name, dim = n.arg  # type: ignore[misc]
+            return f"detail::iv_point(static_cast<double>(aux.t[{slots[name]}].size[{dim}]))"
+        if not n.args:  # 0-d aux scalar: exact at run time
+            load_t = AUX_C_TYPES[aux_dtypes[n.arg]]  # type: ignore[index]
+            return (f"detail::iv_point(static_cast<double>(cubridge::aux_load<{load_t}>"
+                    f"(aux, {slots[n.arg]}, 0)))")  # type: ignore[index]
+        return "detail::iv_unknown_bool()" if n.dtype == DType.BOOL else "detail::iv_unknown()"
+
+    def call(name: str, args: list[str]) -> str:
+        return f"detail::iv_{name}({', '.join(args)})"
+
+    return interval.IntervalLang(call, leaf, "true", "false")
+
+
+def _c_double(v: object) -> str:
+    x = float(v)  # type: ignore[arg-type]
+    if math.isnan(x):
+        return "NAN"
+    if math.isinf(x):
+        return "INFINITY" if x > 0 else "(-INFINITY)"
+    return repr(x) if x >= 0 else f"({x!r})"
+
+
+def render_interval(node: Node, slots: Mapping[str, int],
+                    aux_dtypes: Mapping[str, torch.dtype]) -> str:
+    return interval.render(node, interval_lang(slots, aux_dtypes))

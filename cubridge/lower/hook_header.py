@@ -1,0 +1,229 @@
+"""Generate `cubridge_hooks.cuh` (docs/hooks.md) from a hook plan.
+
+`generate_header(plan)` returns a `HookHeader`: the header text plus the aux
+manifest, which says which AuxArgs slot holds which tensor (name, dtype,
+rank) so the launcher can pack them; `pack_aux` does the packing, building
+the block tables for data-dependent masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from cubridge.attention import Shape
+from cubridge.lower.cuda_render import render_interval, render_value
+from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
+from cubridge.transfer.hooks import HookPlan
+
+MAX_AUX = 8  # cubridge::kMaxAux
+MAX_AUX_RANK = 4  # cubridge::kMaxAuxRank
+HELPERS = Path(__file__).with_name("hook_helpers.cuh")
+
+
+@dataclass(frozen=True)
+class AuxSlot:
+    slot: int
+    name: str
+    dtype: torch.dtype
+    rank: int
+    source: Literal["spec", "block_kinds", "kv_ranges"]
+
+
+@dataclass(frozen=True)
+class HookHeader:
+    text: str
+    slots: tuple[AuxSlot, ...]
+    plan: HookPlan
+
+    def manifest(self) -> dict[str, object]:
+        """JSON-able description of the aux slots and the table tiling."""
+        return {
+            "spec": self.plan.name,
+            "normalizer": self.plan.normalizer,
+            "classification": self.plan.classification,
+            "table_block": list(self.plan.table_block),
+            "aux": [{"slot": s.slot, "name": s.name, "dtype": str(s.dtype).removeprefix("torch."),
+                     "rank": s.rank, "source": s.source} for s in self.slots],
+        }
+
+    def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape) -> list[torch.Tensor]:
+        """The tensors of the AuxArgs slots, in slot order, for one problem."""
+        tables = self.plan.block_table(shape, aux).as_aux() \
+            if self.plan.classification == "table" else {}
+        out = []
+        for s in self.slots:
+            t = tables[s.name] if s.source != "spec" else aux.get(s.name)
+            if t is None:
+                raise KeyError(f"hooks of spec {self.plan.name!r} read aux {s.name!r}, "
+                               f"not given (got {sorted(aux)})")
+            if t.dtype != s.dtype or t.dim() != s.rank:
+                raise ValueError(f"aux {s.name!r}: hooks were generated for {s.dtype} rank "
+                                 f"{s.rank}, got {t.dtype} rank {t.dim()}")
+            out.append(t)
+        return out
+
+
+def _slots(plan: HookPlan) -> tuple[AuxSlot, ...]:
+    slots = [AuxSlot(i, a.name, a.dtype, a.rank, "spec") for i, a in enumerate(plan.aux)]
+    if plan.classification == "table":
+        n = len(slots)
+        slots.append(AuxSlot(n, KINDS_AUX, torch.uint8, 4, "block_kinds"))
+        slots.append(AuxSlot(n + 1, RANGES_AUX, torch.int32, 4, "kv_ranges"))
+    if len(slots) > MAX_AUX:
+        raise ValueError(f"spec {plan.name!r}: hooks need {len(slots)} aux tensors, "
+                         f"the kernel takes at most {MAX_AUX}")
+    for s in slots:
+        if s.rank > MAX_AUX_RANK:
+            raise ValueError(f"spec {plan.name!r}: aux {s.name!r} has rank {s.rank}, "
+                             f"the kernel takes at most {MAX_AUX_RANK}")
+    return tuple(slots)
+
+
+_SIG = {
+    "score_mod": "float score_mod(float s, int b, int h, int q, int k, const AuxArgs& aux)",
+    "mask_mod": "bool mask_mod(int b, int h, int q, int k, const AuxArgs& aux)",
+    "activation": "float activation(float s)",
+    "block_kind": "BlockKind block_kind(int b, int h, int q_start, int q_end, int k_start, "
+                  "int k_end, const AuxArgs& aux)",
+    "kv_block_range": "KvRange kv_block_range(int b, int h, int q_start, int q_end, "
+                      "int block_n, int num_kv_blocks, const AuxArgs& aux)",
+}
+
+
+def _function(name: str, body: str) -> str:
+    return f"CUBRIDGE_HD {_SIG[name]} {{\n{body}\n}}\n"
+
+
+def _unused(*names: str) -> str:
+    return "  " + " ".join(f"(void){n};" for n in names)
+
+
+# The in-bounds part of a tile; the kernel may pass tile ends past the sequence.
+_CLAMP = """\
+  // in-bounds part of the tile (seqlen 0: the launcher left it unset, no clamp)
+  const int q_last = (aux.seqlen_q > 0 && q_end > aux.seqlen_q ? aux.seqlen_q : q_end) - 1;
+  const int k_last = (aux.seqlen_k > 0 && k_end > aux.seqlen_k ? aux.seqlen_k : k_end) - 1;
+  if (q_last < q_start || k_last < k_start) return BlockKind::Empty;"""
+
+
+def _block_kind_body(plan: HookPlan, slots: dict[str, int],
+                     dtypes: dict[str, torch.dtype]) -> str:
+    if plan.classification == "none":
+        return (_unused("b", "h", "q_start", "q_end", "k_start", "k_end", "aux")
+                + "\n  return BlockKind::Full;")
+    if plan.classification == "interval":
+        assert plan.mask is not None
+        iv = render_interval(plan.mask.node, slots, dtypes)
+        return (f"{_unused('b', 'h')}\n{_CLAMP}\n"
+                "  const detail::Iv iv_q = detail::iv_span(q_start, q_last);\n"
+                "  const detail::Iv iv_k = detail::iv_span(k_start, k_last);\n"
+                f"  return detail::iv_kind({iv});")
+    bi = "b" if plan.table_depends_on_b else "0"
+    hi = "h" if plan.table_depends_on_h else "0"
+    return f"""{_unused('b', 'h')}
+{_CLAMP}
+  // combine the table tiles that cover this tile (any kernel tiling works)
+  bool any_live = false, all_full = true;
+  for (int i = q_start / kTableBlockM; i <= q_last / kTableBlockM; ++i) {{
+    for (int j = k_start / kTableBlockN; j <= k_last / kTableBlockN; ++j) {{
+      const int t = cubridge::aux_load<uint8_t>(aux, {slots[KINDS_AUX]}, {bi}, {hi}, i, j);
+      any_live = any_live || t != static_cast<int>(BlockKind::Empty);
+      all_full = all_full && t == static_cast<int>(BlockKind::Full);
+    }}
+  }}
+  return !any_live ? BlockKind::Empty : all_full ? BlockKind::Full : BlockKind::Partial;"""
+
+
+def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
+    if plan.classification == "none":
+        return (_unused("b", "h", "q_start", "q_end", "block_n", "aux")
+                + "\n  return KvRange{0, num_kv_blocks};")
+    if plan.classification == "interval":
+        return """\
+  // the tightest range interval classification proves: drop EMPTY blocks at both ends
+  int lo = 0, hi = num_kv_blocks;
+  while (lo < hi && block_kind(b, h, q_start, q_end, lo * block_n, (lo + 1) * block_n, aux) ==
+                        BlockKind::Empty) {
+    ++lo;
+  }
+  while (hi > lo && block_kind(b, h, q_start, q_end, (hi - 1) * block_n, hi * block_n, aux) ==
+                        BlockKind::Empty) {
+    --hi;
+  }
+  return KvRange{lo, hi};"""
+    bi = "b" if plan.table_depends_on_b else "0"
+    hi = "h" if plan.table_depends_on_h else "0"
+    return f"""{_unused('b', 'h')}
+  const int q_last = (aux.seqlen_q > 0 && q_end > aux.seqlen_q ? aux.seqlen_q : q_end) - 1;
+  // union of the table's per-row ranges, in keys, then in the kernel's key blocks
+  int k_lo = 0, k_hi = 0;
+  bool any = false;
+  for (int i = q_start / kTableBlockM; i <= q_last / kTableBlockM; ++i) {{
+    const int r_lo = cubridge::aux_load<int32_t>(aux, {slots[RANGES_AUX]}, {bi}, {hi}, i, 0);
+    const int r_hi = cubridge::aux_load<int32_t>(aux, {slots[RANGES_AUX]}, {bi}, {hi}, i, 1);
+    if (r_lo >= r_hi) continue;
+    k_lo = any && k_lo < r_lo * kTableBlockN ? k_lo : r_lo * kTableBlockN;
+    k_hi = any && k_hi > r_hi * kTableBlockN ? k_hi : r_hi * kTableBlockN;
+    any = true;
+  }}
+  if (!any) return KvRange{{0, 0}};
+  const int last = (k_hi + block_n - 1) / block_n;
+  return KvRange{{k_lo / block_n, last < num_kv_blocks ? last : num_kv_blocks}};"""
+
+
+def generate_header(plan: HookPlan) -> HookHeader:
+    """The complete cubridge_hooks.cuh of a plan, with its aux manifest."""
+    slots = _slots(plan)
+    slot_of = {s.name: s.slot for s in slots}
+    dtypes = {s.name: s.dtype for s in slots}
+    lines = [f"//   slot {s.slot}: {s.name} ({str(s.dtype).removeprefix('torch.')}, rank {s.rank})"
+             for s in slots] or ["//   (none)"]
+    parts = [
+        f"// cubridge_hooks.cuh for spec {plan.name!r} ({plan.source}).",
+        "// Generated by cubridge.lower.hook_header from the spec's mods; do not edit.",
+        f"// Block classification: {plan.classification}. Aux slots:",
+        *lines,
+        "#pragma once",
+        "#include <math.h>",
+        "#include <stdint.h>",
+        '#include "hook_types.cuh"',
+        "",
+        "namespace cubridge_hooks {",
+        "using cubridge::AuxArgs;",
+        "using cubridge::BlockKind;",
+        "using cubridge::KvRange;",
+        "using cubridge::Normalizer;",
+        "",
+        HELPERS.read_text(),
+        f"constexpr bool kHasScoreMod = {'true' if plan.score else 'false'};",
+        f"constexpr bool kHasMaskMod = {'true' if plan.mask else 'false'};",
+        "constexpr Normalizer kNormalizer = "
+        f"{'Normalizer::Elementwise' if plan.elementwise else 'Normalizer::Softmax'};",
+        f"constexpr int kTableBlockM = {plan.table_block[0]};  // tiles of the block tables",
+        f"constexpr int kTableBlockN = {plan.table_block[1]};",
+        "",
+    ]
+    if plan.score:
+        body = f"  return {render_value(plan.score.node, slot_of, dtypes)};"
+        body = _unused("s", "b", "h", "q", "k", "aux") + "\n" + body
+    else:
+        body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
+    parts.append(_function("score_mod", body))
+    if plan.mask:
+        body = _unused("b", "h", "q", "k", "aux") + \
+            f"\n  return {render_value(plan.mask.node, slot_of, dtypes)};"
+    else:
+        body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
+    parts.append(_function("mask_mod", body))
+    activation = {"softmax": "s;  // unused: softmax normaliser",
+                  "sigmoid": "detail::sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
+    parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))
+    parts.append(_function("block_kind", _block_kind_body(plan, slot_of, dtypes)))
+    parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
+    parts.append("}  // namespace cubridge_hooks\n")
+    return HookHeader("\n".join(parts), slots, plan)

@@ -1,0 +1,136 @@
+// Helpers of generated hook headers (pasted into each header by
+// cubridge.lower.hook_header, so a header is self-contained).
+//
+// Values: integer floor division and modulo with Python/torch semantics (C
+// truncates towards zero), NaN-propagating min/max as torch.minimum/maximum.
+// Intervals: the C++ twin of cubridge/transfer/interval.py, used by
+// block_kind to classify a tile in closed form. Same rules, same names.
+namespace detail {
+
+CUBRIDGE_HD int floordiv(int a, int b) {
+  const int q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+CUBRIDGE_HD int mod(int a, int b) {
+  const int r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+// torch's div_floor for floats (fmod based, exact where floorf(a / b) is not)
+CUBRIDGE_HD float floordiv(float a, float b) {
+  if (b == 0.0f) return a / b;
+  const float m = fmodf(a, b);
+  float d = (a - m) / b;
+  if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) d -= 1.0f;
+  if (d == 0.0f) return copysignf(0.0f, a / b);
+  float f = floorf(d);
+  if (d - f > 0.5f) f += 1.0f;
+  return f;
+}
+CUBRIDGE_HD float mod(float a, float b) {
+  float m = fmodf(a, b);
+  if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) m += b;
+  return m;
+}
+CUBRIDGE_HD int min(int a, int b) { return a < b ? a : b; }
+CUBRIDGE_HD int max(int a, int b) { return a > b ? a : b; }
+CUBRIDGE_HD float min(float a, float b) { return (a != a || a < b) ? a : b; }
+CUBRIDGE_HD float max(float a, float b) { return (a != a || a > b) ? a : b; }
+CUBRIDGE_HD int abs(int a) { return a < 0 ? -a : a; }
+CUBRIDGE_HD float abs(float a) { return fabsf(a); }
+CUBRIDGE_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// ---- intervals -----------------------------------------------------------
+// Numbers as [lo, hi] in double (exact for integers below 2^53); bools as
+// [lo, hi] in {0, 1}: lo = 1 always true, hi = 0 never true.
+struct Iv {
+  double lo;
+  double hi;
+};
+
+CUBRIDGE_HD Iv iv_fix(double lo, double hi) {
+  return Iv{lo != lo ? -INFINITY : lo, hi != hi ? INFINITY : hi};
+}
+CUBRIDGE_HD Iv iv_point(double v) { return Iv{v, v}; }
+CUBRIDGE_HD Iv iv_span(double lo, double hi) { return Iv{lo, hi}; }
+CUBRIDGE_HD Iv iv_unknown() { return Iv{-INFINITY, INFINITY}; }
+CUBRIDGE_HD Iv iv_unknown_bool() { return Iv{0.0, 1.0}; }
+// Float results widen by 2^-18 relative (64 float32 ulps) so the kernel's
+// float32 value of any pair stays inside.
+CUBRIDGE_HD Iv iv_fw(Iv a) {
+  const double s = 3.814697265625e-06;  // 2^-18
+  return Iv{a.lo - fabs(a.lo) * s - 1e-30, a.hi + fabs(a.hi) * s + 1e-30};
+}
+CUBRIDGE_HD Iv iv_to_int(Iv a) { return Iv{trunc(a.lo), trunc(a.hi)}; }
+CUBRIDGE_HD Iv iv_neg(Iv a) { return Iv{-a.hi, -a.lo}; }
+CUBRIDGE_HD Iv iv_abs(Iv a) {
+  if (a.lo >= 0) return a;
+  if (a.hi <= 0) return Iv{-a.hi, -a.lo};
+  return Iv{0.0, -a.lo > a.hi ? -a.lo : a.hi};
+}
+CUBRIDGE_HD Iv iv_not(Iv a) { return Iv{1.0 - a.hi, 1.0 - a.lo}; }
+CUBRIDGE_HD Iv iv_tanh(Iv a) { return iv_fix(tanh(a.lo), tanh(a.hi)); }
+CUBRIDGE_HD Iv iv_exp(Iv a) { return iv_fix(exp(a.lo), exp(a.hi)); }
+CUBRIDGE_HD Iv iv_exp2(Iv a) { return iv_fix(exp2(a.lo), exp2(a.hi)); }
+CUBRIDGE_HD Iv iv_log(Iv a) { return iv_fix(log(a.lo), log(a.hi)); }
+CUBRIDGE_HD Iv iv_sigmoid(Iv a) { return iv_fix(1.0 / (1.0 + exp(-a.lo)), 1.0 / (1.0 + exp(-a.hi))); }
+CUBRIDGE_HD Iv iv_sqrt(Iv a) { return iv_fix(sqrt(a.lo), sqrt(a.hi)); }
+CUBRIDGE_HD Iv iv_floor(Iv a) { return Iv{floor(a.lo), floor(a.hi)}; }
+CUBRIDGE_HD Iv iv_ceil(Iv a) { return Iv{ceil(a.lo), ceil(a.hi)}; }
+CUBRIDGE_HD Iv iv_add(Iv a, Iv b) { return iv_fix(a.lo + b.lo, a.hi + b.hi); }
+CUBRIDGE_HD Iv iv_sub(Iv a, Iv b) { return iv_fix(a.lo - b.hi, a.hi - b.lo); }
+CUBRIDGE_HD Iv iv_hull4(double w, double x, double y, double z) {
+  if (w != w || x != x || y != y || z != z) return iv_unknown();
+  const double lo = fmin(fmin(w, x), fmin(y, z));
+  const double hi = fmax(fmax(w, x), fmax(y, z));
+  return Iv{lo, hi};
+}
+CUBRIDGE_HD Iv iv_mul(Iv a, Iv b) {
+  return iv_hull4(a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi);
+}
+CUBRIDGE_HD bool iv_has_zero(Iv a) { return a.lo <= 0 && 0 <= a.hi; }
+CUBRIDGE_HD Iv iv_truediv(Iv a, Iv b) {
+  if (iv_has_zero(b)) return iv_unknown();
+  return iv_hull4(a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi);
+}
+CUBRIDGE_HD Iv iv_floordiv(Iv a, Iv b) {
+  const Iv r = iv_truediv(a, b);
+  return Iv{floor(r.lo), floor(r.hi)};
+}
+CUBRIDGE_HD Iv iv_mod(Iv a, Iv b, bool is_int) {
+  const double one = is_int ? 1.0 : 0.0;
+  if (b.lo == b.hi && b.lo != 0 && isfinite(a.lo) && isfinite(a.hi)) {
+    const double c = b.lo;
+    const double f_lo = floor(a.lo / c), f_hi = floor(a.hi / c);
+    if (f_lo == f_hi) return Iv{a.lo - c * f_lo, a.hi - c * f_lo};
+  }
+  if (b.lo > 0) return Iv{0.0, b.hi - one};
+  if (b.hi < 0) return Iv{b.lo + one, 0.0};
+  return iv_unknown();
+}
+CUBRIDGE_HD Iv iv_min(Iv a, Iv b) { return Iv{fmin(a.lo, b.lo), fmin(a.hi, b.hi)}; }
+CUBRIDGE_HD Iv iv_max(Iv a, Iv b) { return Iv{fmax(a.lo, b.lo), fmax(a.hi, b.hi)}; }
+CUBRIDGE_HD Iv iv_lt(Iv a, Iv b) { return Iv{a.hi < b.lo ? 1.0 : 0.0, a.lo < b.hi ? 1.0 : 0.0}; }
+CUBRIDGE_HD Iv iv_le(Iv a, Iv b) { return Iv{a.hi <= b.lo ? 1.0 : 0.0, a.lo <= b.hi ? 1.0 : 0.0}; }
+CUBRIDGE_HD Iv iv_eq(Iv a, Iv b) {
+  const bool always = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
+  const bool overlap = a.lo <= b.hi && b.lo <= a.hi;
+  return Iv{always ? 1.0 : 0.0, overlap ? 1.0 : 0.0};
+}
+CUBRIDGE_HD Iv iv_and(Iv a, Iv b) { return Iv{fmin(a.lo, b.lo), fmin(a.hi, b.hi)}; }
+CUBRIDGE_HD Iv iv_or(Iv a, Iv b) { return Iv{fmax(a.lo, b.lo), fmax(a.hi, b.hi)}; }
+CUBRIDGE_HD Iv iv_xor(Iv a, Iv b) {
+  if (a.lo == a.hi && b.lo == b.hi) return iv_point(a.lo != b.lo ? 1.0 : 0.0);
+  return iv_unknown_bool();
+}
+CUBRIDGE_HD Iv iv_where(Iv c, Iv a, Iv b) {
+  if (c.lo == 1.0) return a;
+  if (c.hi == 0.0) return b;
+  return Iv{fmin(a.lo, b.lo), fmax(a.hi, b.hi)};
+}
+CUBRIDGE_HD cubridge::BlockKind iv_kind(Iv mask) {
+  if (mask.hi == 0.0) return cubridge::BlockKind::Empty;
+  if (mask.lo == 1.0) return cubridge::BlockKind::Full;
+  return cubridge::BlockKind::Partial;
+}
+
+}  // namespace detail

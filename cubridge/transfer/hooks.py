@@ -1,0 +1,112 @@
+"""The hook plan of a spec: everything the renderers need, decided once.
+
+`plan_hooks(spec)` traces the spec's mods, picks how blocks are classified and
+fixes the aux tensors the hooks read. The CuIR renderer (transfer.target) and
+the CUDA renderer (lower.hook_header) both consume the same plan, so the
+target CuIR and the CUDA header cannot disagree about what the hooks are.
+
+Block classification:
+- "none": no mask; every block FULL (the kernel masks the sequence tail);
+- "interval": closed form, interval arithmetic on the mask (positions,
+  constants, 0-d aux scalars, aux sizes);
+- "table": the mask reads aux tensors element by element (document ids...);
+  tiles are classified on the host from the evaluated mask (block_table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from cubridge.attention import Shape
+from cubridge.spec.model import Spec
+from cubridge.transfer import expr
+from cubridge.transfer.block_table import TABLE_CACHE, BlockTable
+from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_score_mod
+
+Classification = Literal["none", "interval", "table"]
+
+# Tile of the host-side tables by default: the fa_sm80 kernel's block_m x
+# block_n. Lookups stay correct for other kernel tiles (they combine tiles).
+DEFAULT_TABLE_BLOCK = (128, 64)
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    name: str
+    source: str  # the spec file, for headers and messages
+    score: TracedMod | None
+    mask: TracedMod | None
+    normalizer: Literal["softmax", "sigmoid", "relu"]
+    classification: Classification
+    aux: tuple[AuxInfo, ...]  # spec aux tensors the hooks read, in slot order
+    mask_fn: Callable[..., torch.Tensor] | None = None  # the original mod (tables)
+    table_block: tuple[int, int] = DEFAULT_TABLE_BLOCK
+    table_depends_on_b: bool = False
+    table_depends_on_h: bool = False
+
+    @property
+    def elementwise(self) -> bool:
+        return self.normalizer != "softmax"
+
+    def mask_aux(self, aux: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The aux tensors the mask mod takes, from a full aux dict."""
+        names = {a.name for a in self.mask.aux} if self.mask else set()
+        return {n: t for n, t in aux.items() if n in names}
+
+    def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor]) -> BlockTable:
+        """The (cached) host-side tile table for one problem and its aux inputs."""
+        if self.classification != "table" or self.mask_fn is None:
+            raise ValueError(f"spec {self.name!r} classifies blocks by {self.classification}, "
+                             "not by table")
+        bm, bn = self.table_block
+        return TABLE_CACHE.get(self.mask_fn, shape, bm, bn, self.mask_aux(aux),
+                               depends_on_b=self.table_depends_on_b,
+                               depends_on_h=self.table_depends_on_h)
+
+
+def _classification(mask: TracedMod | None) -> Classification:
+    if mask is None:
+        return "none"
+    reads = expr.aux_reads(mask.node)
+    return "table" if any(rank > 0 for rank in reads.values()) else "interval"
+
+
+def example_aux(spec: Spec) -> dict[str, torch.Tensor]:
+    """Aux tensors of a small problem of the spec: their dtypes and ranks are
+    what tracing needs (values do not matter)."""
+    if spec.make_aux is None:
+        return {}
+    cfg = spec.configs[0]
+    shape = Shape.from_config(cfg, b=1, sq=min(spec.seq_lens))
+    gen = torch.Generator().manual_seed(0)
+    return dict(spec.make_aux(shape, gen, torch.device("cpu")))
+
+
+def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
+               table_block: tuple[int, int] = DEFAULT_TABLE_BLOCK) -> HookPlan:
+    """Trace the spec's mods and decide how its hooks are built."""
+    aux = example_aux(spec) if aux is None else dict(aux)
+    score = trace_score_mod(spec.score_mod, aux) if spec.score_mod else None
+    mask = trace_mask_mod(spec.mask_mod, aux) if spec.mask_mod else None
+    used = {a.name for m in (score, mask) if m for a in m.aux}
+    infos = {a.name: a for m in (score, mask) if m for a in m.aux}
+    ordered = tuple(infos[n] for n in aux if n in used)
+    classification = _classification(mask)
+    mask_vars = expr.free_vars(mask.node) if mask else set()
+    return HookPlan(
+        name=spec.name,
+        source=str(spec.path) if spec.path else spec.name,
+        score=score,
+        mask=mask,
+        normalizer=spec.normalizer,
+        classification=classification,
+        aux=ordered,
+        mask_fn=spec.mask_mod,
+        table_block=table_block,
+        table_depends_on_b="b" in mask_vars,
+        table_depends_on_h="h" in mask_vars,
+    )

@@ -1,0 +1,105 @@
+"""Rewrite rules for the hook expression IR, as a table.
+
+Each rule is (op, rewrite): `rewrite(node)` returns a replacement node or
+None. `simplify` applies them bottom-up until nothing changes. Constant
+folding uses the scalar semantics of `expr.OPS`, which match torch's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cubridge.transfer import expr
+from cubridge.transfer.expr import DType, Node
+
+
+def _is_const(n: Node, value: object | None = None) -> bool:
+    return n.op == "const" and (value is None or (n.arg == value and type(n.arg) is type(value)))
+
+
+def _zero(n: Node) -> bool:
+    return n.op == "const" and n.dtype in (DType.INT, DType.FLOAT) and n.arg == 0
+
+
+def _one(n: Node) -> bool:
+    return n.op == "const" and n.dtype in (DType.INT, DType.FLOAT) and n.arg == 1
+
+
+def _fold(n: Node) -> Node | None:
+    if not n.args or not all(_is_const(a) for a in n.args):
+        return None
+    values = [a.arg for a in n.args]
+    try:
+        if n.op == "cast":
+            return expr.const(expr.cast_value(values[0], n.dtype))
+        return expr.const(expr.evaluate_const(n.op, n.dtype, values))
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return None  # leave it for run time, as torch would
+
+
+Rule = tuple[str, Callable[[Node], Node | None]]
+
+RULES: list[Rule] = [
+    # x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, x // 1 (int)
+    ("add", lambda n: n.args[0] if _zero(n.args[1]) else n.args[1] if _zero(n.args[0]) else None),
+    ("sub", lambda n: n.args[0] if _zero(n.args[1]) else None),
+    ("mul", lambda n: n.args[0] if _one(n.args[1]) else n.args[1] if _one(n.args[0]) else None),
+    ("truediv", lambda n: n.args[0] if _one(n.args[1]) else None),
+    ("floordiv", lambda n: n.args[0] if n.dtype == DType.INT and _one(n.args[1]) else None),
+    # integer x * 0 (floats keep it: inf * 0 is nan)
+    ("mul", lambda n: expr.const(0) if n.dtype == DType.INT and (_zero(n.args[0]) or
+                                                                   _zero(n.args[1])) else None),
+    # boolean identities
+    ("and", lambda n: n.args[0] if _is_const(n.args[1], True) else
+        n.args[1] if _is_const(n.args[0], True) else None),
+    ("and", lambda n: expr.const(False) if _is_const(n.args[0], False) or
+        _is_const(n.args[1], False) else None),
+    ("or", lambda n: n.args[0] if _is_const(n.args[1], False) else
+        n.args[1] if _is_const(n.args[0], False) else None),
+    ("or", lambda n: expr.const(True) if _is_const(n.args[0], True) or
+        _is_const(n.args[1], True) else None),
+    ("not", lambda n: n.args[0].args[0] if n.args[0].op == "not" else None),
+    ("neg", lambda n: n.args[0].args[0] if n.args[0].op == "neg" else None),
+    # x op x
+    ("and", lambda n: n.args[0] if n.args[0] == n.args[1] else None),
+    ("or", lambda n: n.args[0] if n.args[0] == n.args[1] else None),
+    # select with a known condition or equal branches
+    ("where", lambda n: (n.args[1] if n.args[0].arg else n.args[2]) if _is_const(n.args[0])
+        else None),
+    ("where", lambda n: n.args[1] if n.args[1] == n.args[2] else None),
+]
+
+_RULES_BY_OP: dict[str, list[Callable[[Node], Node | None]]] = {}
+for _op, _fn in RULES:
+    _RULES_BY_OP.setdefault(_op, []).append(_fn)
+
+
+def _rewrite_once(n: Node) -> Node:
+    folded = _fold(n)
+    if folded is not None:
+        return folded
+    for rule in _RULES_BY_OP.get(n.op, ()):
+        out = rule(n)
+        if out is not None:
+            return out
+    return n
+
+
+def simplify(node: Node) -> Node:
+    """Apply the rules bottom-up to a fixed point."""
+    memo: dict[Node, Node] = {}
+
+    def go(n: Node) -> Node:
+        if n in memo:
+            return memo[n]
+        args = tuple(go(a) for a in n.args)
+        cur = Node(n.op, n.dtype, args, n.arg) if args != n.args else n
+        while True:
+            nxt = _rewrite_once(cur)
+            if nxt is cur:
+                break
+            cur = go(nxt) if nxt.dtype == cur.dtype else go(expr.cast(nxt, cur.dtype))
+        memo[n] = cur
+        return cur
+
+    return go(node)

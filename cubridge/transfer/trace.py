@@ -1,0 +1,447 @@
+"""Trace FlexAttention-style mods into the hook expression IR.
+
+A mod runs once on symbolic values: `Sym` stands for a scalar (an index, the
+score, an aux element) and records each operation as an `expr.Node`. Aux
+tensors become `SymAux` placeholders: indexing one with traced indices records
+an aux read; a 0-d aux tensor is itself a scalar read. Anything the IR cannot
+express (another torch op, Python control flow on a traced value, math.* on a
+traced value) raises `TraceError` naming the op and the spec's file:line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from cubridge.transfer import expr
+from cubridge.transfer.expr import DType, Node
+from cubridge.transfer.simplify import simplify
+
+
+class TraceError(Exception):
+    """A mod uses something the hook IR cannot express; `where` is file:line."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        self.where = where or user_location()
+        super().__init__(f"{self.where}: {message}" if self.where else message)
+
+
+_THIS_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_TORCH_PACKAGE = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def user_location() -> str:
+    """file:line of the innermost frame that is neither ours nor torch's: the
+    line of the spec (or mod helper) that was executing."""
+    for frame in reversed(traceback.extract_stack()):
+        path = os.path.abspath(frame.filename)
+        if path.startswith(_THIS_PACKAGE) or path.startswith(_TORCH_PACKAGE):
+            continue
+        return f"{frame.filename}:{frame.lineno}"
+    return ""
+
+
+_TORCH_DTYPES: dict[torch.dtype, DType] = {
+    torch.bool: DType.BOOL,
+    torch.uint8: DType.INT,
+    torch.int8: DType.INT,
+    torch.int16: DType.INT,
+    torch.int32: DType.INT,
+    torch.int64: DType.INT,
+    torch.float32: DType.FLOAT,
+    torch.float64: DType.FLOAT,
+}
+
+
+def ir_dtype(dtype: torch.dtype, what: str) -> DType:
+    if dtype not in _TORCH_DTYPES:
+        supported = ", ".join(str(d) for d in _TORCH_DTYPES)
+        raise TraceError(f"{what} has dtype {dtype}; hooks read only {supported}", where="")
+    return _TORCH_DTYPES[dtype]
+
+
+# ---------------------------------------------------------------------------
+# Symbolic values
+
+
+def _lift(x: object) -> Node:
+    """A traced value or a Python/torch scalar as a node."""
+    if isinstance(x, Sym):
+        return x.node
+    if isinstance(x, bool | int | float):
+        return expr.const(x)
+    if isinstance(x, torch.Tensor) and x.numel() == 1 and x.dim() == 0:
+        return expr.const(x.item())
+    if isinstance(x, SymAux):
+        raise TraceError(
+            f"aux tensor {x.name!r} (rank {x.rank}) used as a value; index it "
+            f"with {x.rank - len(x.prefix)} more index(es)"
+        )
+    raise TraceError(f"cannot use a value of type {type(x).__name__} in a traced hook")
+
+
+def _op(op: str, *args: object) -> Sym:
+    return Sym(expr.apply(op, *(_lift(a) for a in args)))
+
+
+class Sym:
+    """A traced scalar (broadcast tensor in torch terms)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def __repr__(self) -> str:
+        return f"Sym({self.node!r})"
+
+    # arithmetic
+    def __add__(self, o: object) -> Sym: return _op("add", self, o)
+    def __radd__(self, o: object) -> Sym: return _op("add", o, self)
+    def __sub__(self, o: object) -> Sym: return _op("sub", self, o)
+    def __rsub__(self, o: object) -> Sym: return _op("sub", o, self)
+    def __mul__(self, o: object) -> Sym: return _op("mul", self, o)
+    def __rmul__(self, o: object) -> Sym: return _op("mul", o, self)
+    def __truediv__(self, o: object) -> Sym: return _op("truediv", self, o)
+    def __rtruediv__(self, o: object) -> Sym: return _op("truediv", o, self)
+    def __floordiv__(self, o: object) -> Sym: return _op("floordiv", self, o)
+    def __rfloordiv__(self, o: object) -> Sym: return _op("floordiv", o, self)
+    def __mod__(self, o: object) -> Sym: return _op("mod", self, o)
+    def __rmod__(self, o: object) -> Sym: return _op("mod", o, self)
+    def __neg__(self) -> Sym: return _op("neg", self)
+    def __pos__(self) -> Sym: return self
+    def __abs__(self) -> Sym: return _op("abs", self)
+    def __pow__(self, o: object) -> Sym: return _pow(self, o)
+
+    # comparisons
+    def __lt__(self, o: object) -> Sym: return _op("lt", self, o)
+    def __le__(self, o: object) -> Sym: return _op("le", self, o)
+    def __gt__(self, o: object) -> Sym: return _op("gt", self, o)
+    def __ge__(self, o: object) -> Sym: return _op("ge", self, o)
+    def __eq__(self, o: object) -> Sym: return _op("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: object) -> Sym: return _op("ne", self, o)  # type: ignore[override]
+    __hash__ = None  # type: ignore[assignment]
+
+    # logic (bool operands only, as FlexAttention masks use them)
+    def __and__(self, o: object) -> Sym: return _logic("and", self, o)
+    def __rand__(self, o: object) -> Sym: return _logic("and", o, self)
+    def __or__(self, o: object) -> Sym: return _logic("or", self, o)
+    def __ror__(self, o: object) -> Sym: return _logic("or", o, self)
+    def __xor__(self, o: object) -> Sym: return _logic("xor", self, o)
+    def __rxor__(self, o: object) -> Sym: return _logic("xor", o, self)
+    def __invert__(self) -> Sym: return _logic("not", self)
+
+    # Python control flow and conversions cannot be traced
+    def __bool__(self) -> bool:
+        raise TraceError(
+            "Python control flow (if/and/or/while) on a traced value; use torch.where or &, |, ~"
+        )
+
+    def __index__(self) -> int:
+        raise TraceError("a traced value used as a Python int (e.g. range(), list index)")
+
+    def __int__(self) -> int:
+        raise TraceError("int() of a traced value; use .to(torch.int32) or // instead")
+
+    def __float__(self) -> float:
+        raise TraceError("float() of a traced value (math.* functions); use the torch.* op")
+
+    def __getattr__(self, name: str) -> Callable[..., Sym]:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        handler = _TORCH_OPS.get(name)
+        if handler is None or name in _FUNCTION_ONLY:
+            raise TraceError(f"unsupported tensor method .{name}() in a traced hook")
+        return lambda *a, **kw: handler(self, *a, **kw)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        name = getattr(func, "__name__", str(func))
+        handler = _TORCH_OPS.get(name)
+        if handler is None:
+            raise TraceError(f"unsupported op torch.{name} in a traced hook")
+        return handler(*args, **(kwargs or {}))
+
+
+class SymAux:
+    """An aux tensor during tracing: index it to read an element."""
+
+    def __init__(self, name: str, tensor: torch.Tensor, prefix: tuple[Node, ...] = ()) -> None:
+        self.name = name
+        self.tensor = tensor
+        self.rank = tensor.dim()
+        self.prefix = prefix
+
+    @property
+    def shape(self) -> tuple[Sym, ...]:
+        """Sizes read at run time (a hook must not bake one shape in)."""
+        return tuple(
+            Sym(Node("aux_size", DType.INT, arg=(self.name, d)))
+            for d in range(len(self.prefix), self.rank)
+        )
+
+    def size(self, dim: int | None = None) -> Sym | tuple[Sym, ...]:
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.rank - len(self.prefix)
+
+    def __getitem__(self, index: object) -> Sym | SymAux:
+        items = index if isinstance(index, tuple) else (index,)
+        nodes = []
+        for i in items:
+            if i is Ellipsis or i is None or isinstance(i, slice):
+                raise TraceError(
+                    f"aux tensor {self.name!r} indexed with {i!r}; hooks read single elements"
+                )
+            node = _lift(i)
+            if node.dtype == DType.FLOAT:
+                raise TraceError(f"aux tensor {self.name!r} indexed with a float expression")
+            nodes.append(expr.cast(node, DType.INT))
+        full = self.prefix + tuple(nodes)
+        if len(full) > self.rank:
+            raise TraceError(
+                f"aux tensor {self.name!r} has rank {self.rank} but got {len(full)} indices"
+            )
+        if len(full) < self.rank:
+            return SymAux(self.name, self.tensor, full)
+        return Sym(Node("aux_load", ir_dtype(self.tensor.dtype, f"aux {self.name!r}"), full,
+                        arg=self.name))
+
+    def __getattr__(self, name: str) -> object:
+        raise TraceError(f"unsupported use of aux tensor {self.name!r}: .{name}")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        name = getattr(func, "__name__", str(func))
+        raise TraceError(f"unsupported op torch.{name} on a whole aux tensor; index it first")
+
+
+# ---------------------------------------------------------------------------
+# torch functions and tensor methods, by name: name -> handler(*args, **kwargs)
+
+
+def _logic(op: str, *args: object) -> Sym:
+    nodes = [_lift(a) for a in args]
+    for n in nodes:
+        if n.dtype != DType.BOOL:
+            symbol = {"and": "&", "or": "|", "xor": "^", "not": "~"}[op]
+            raise TraceError(f"bitwise {symbol} on a {n.dtype.value} value; only bool masks")
+    return Sym(expr.apply(op, *nodes))
+
+
+def _pow(x: object, p: object) -> Sym:
+    if p == 2:
+        return _op("mul", x, x)
+    if p == 0.5:
+        return _op("sqrt", x)
+    raise TraceError(f"unsupported op pow with exponent {p!r} (only 2 and 0.5)")
+
+
+def _clamp(x: object, min: object = None, max: object = None) -> Sym:  # noqa: A002
+    out = x if isinstance(x, Sym) else Sym(_lift(x))
+    if min is not None:
+        out = _op("max", out, min)
+    if max is not None:
+        out = _op("min", out, max)
+    return out  # type: ignore[return-value]
+
+
+def _minmax(op: str) -> Callable[..., Sym]:
+    def handler(a: object, b: object = None, *rest: object, **kw: object) -> Sym:
+        if b is None or rest or kw:
+            raise TraceError(f"unsupported form of torch.{op}: only the two-tensor form")
+        return _op(op, a, b)
+
+    return handler
+
+
+def _div(a: object, b: object, rounding_mode: str | None = None) -> Sym:
+    if rounding_mode is None:
+        return _op("truediv", a, b)
+    if rounding_mode == "floor":
+        return _op("floordiv", a, b)
+    raise TraceError(f"unsupported op torch.div(rounding_mode={rounding_mode!r})")
+
+
+_TORCH_TO_IR = {torch.bool: DType.BOOL, torch.float32: DType.FLOAT, torch.float64: DType.FLOAT,
+                torch.int32: DType.INT, torch.int64: DType.INT}
+
+
+def _to(x: object, dtype: object = None, *args: object, **kwargs: object) -> Sym:
+    dtype = kwargs.get("dtype", dtype)
+    if not isinstance(dtype, torch.dtype):  # .to(device) and friends change nothing here
+        return x if isinstance(x, Sym) else Sym(_lift(x))
+    if dtype not in _TORCH_TO_IR:
+        raise TraceError(f"unsupported cast .to({dtype}) (use bool, int32, int64 or float32)")
+    return Sym(_cast(_lift(x), _TORCH_TO_IR[dtype]))
+
+
+def _cast(x: Node, dtype: DType) -> Node:
+    return expr.cast(x, dtype)
+
+
+def _like(value: object) -> Callable[..., Sym]:
+    def handler(x: object, fill: object = None, **kw: object) -> Sym:
+        v = fill if value is None else value
+        node = _lift(x)
+        return Sym(expr.cast(expr.const(v), node.dtype))  # type: ignore[arg-type]
+
+    return handler
+
+
+def _unary(op: str) -> Callable[..., Sym]:
+    return lambda x, *a, **kw: _op(op, x)
+
+
+def _binary(op: str, swap: bool = False) -> Callable[..., Sym]:
+    return (lambda a, b, **kw: _op(op, b, a)) if swap else (lambda a, b, **kw: _op(op, a, b))
+
+
+def _relu(x: object, *a: object, **kw: object) -> Sym:
+    return _op("max", x, 0.0 if _lift(x).dtype == DType.FLOAT else 0)
+
+
+def _where(cond: object, a: object, b: object) -> Sym:
+    if _lift(cond).dtype != DType.BOOL:
+        raise TraceError("torch.where condition is not a bool expression")
+    return _op("where", cond, a, b)
+
+
+_TORCH_OPS: dict[str, Callable[..., Sym]] = {
+    "where": _where,
+    "abs": _unary("abs"), "__abs__": _unary("abs"),
+    "neg": _unary("neg"), "negative": _unary("neg"), "__neg__": _unary("neg"),
+    "tanh": _unary("tanh"), "exp": _unary("exp"), "exp2": _unary("exp2"),
+    "log": _unary("log"), "sigmoid": _unary("sigmoid"), "sqrt": _unary("sqrt"),
+    "floor": _unary("floor"), "ceil": _unary("ceil"),
+    "relu": _relu,
+    "minimum": _minmax("min"), "maximum": _minmax("max"),
+    "min": _minmax("min"), "max": _minmax("max"), "fmin": _minmax("min"), "fmax": _minmax("max"),
+    "clamp": _clamp, "clip": _clamp,
+    "add": _binary("add"), "__add__": _binary("add"), "__radd__": _binary("add", True),
+    "sub": _binary("sub"), "subtract": _binary("sub"), "__sub__": _binary("sub"),
+    "__rsub__": _binary("sub", True), "rsub": _binary("sub", True),
+    "mul": _binary("mul"), "multiply": _binary("mul"), "__mul__": _binary("mul"),
+    "__rmul__": _binary("mul", True),
+    "div": _div, "divide": _div, "true_divide": _binary("truediv"),
+    "__truediv__": _binary("truediv"), "__rtruediv__": _binary("truediv", True),
+    "floor_divide": _binary("floordiv"), "__floordiv__": _binary("floordiv"),
+    "__rfloordiv__": _binary("floordiv", True),
+    "remainder": _binary("mod"), "__mod__": _binary("mod"), "__rmod__": _binary("mod", True),
+    "lt": _binary("lt"), "less": _binary("lt"), "__lt__": _binary("lt"),
+    "le": _binary("le"), "less_equal": _binary("le"), "__le__": _binary("le"),
+    "gt": _binary("gt"), "greater": _binary("gt"), "__gt__": _binary("gt"),
+    "ge": _binary("ge"), "greater_equal": _binary("ge"), "__ge__": _binary("ge"),
+    "eq": _binary("eq"), "__eq__": _binary("eq"), "ne": _binary("ne"),
+    "not_equal": _binary("ne"), "__ne__": _binary("ne"),
+    "logical_and": lambda a, b: _logic("and", a, b), "__and__": lambda a, b: _logic("and", a, b),
+    "logical_or": lambda a, b: _logic("or", a, b), "__or__": lambda a, b: _logic("or", a, b),
+    "logical_xor": lambda a, b: _logic("xor", a, b), "__xor__": lambda a, b: _logic("xor", a, b),
+    "logical_not": lambda a: _logic("not", a), "__invert__": lambda a: _logic("not", a),
+    "bitwise_not": lambda a: _logic("not", a),
+    "square": lambda x: _op("mul", x, x),
+    "pow": _pow, "__pow__": _pow,
+    "to": _to,
+    "float": lambda x: _to(x, torch.float32), "int": lambda x: _to(x, torch.int32),
+    "long": lambda x: _to(x, torch.int64), "bool": lambda x: _to(x, torch.bool),
+    "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
+}
+# names that exist as torch functions but not as the tensor method of the same meaning
+_FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where"}
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+
+
+@dataclass(frozen=True)
+class AuxInfo:
+    """An aux tensor a hook reads: how the launcher packs it (name -> slot later)."""
+
+    name: str
+    dtype: torch.dtype
+    rank: int
+
+
+@dataclass(frozen=True)
+class TracedMod:
+    """A traced mod: its expression and the aux tensors it reads."""
+
+    node: Node
+    aux: tuple[AuxInfo, ...]
+    where: str  # file:line of the mod's definition
+
+
+def _mod_location(fn: Callable[..., object]) -> str:
+    try:
+        return f"{inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]}"
+    except (OSError, TypeError):
+        return getattr(fn, "__qualname__", repr(fn))
+
+
+def _aux_kwargs(fn: Callable[..., object], kind: str,
+                aux: Mapping[str, torch.Tensor]) -> dict[str, SymAux | Sym]:
+    """The keyword-only aux parameters of a mod, as placeholders."""
+    where = _mod_location(fn)
+    params = inspect.signature(fn).parameters.values()
+    wanted = [p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY]
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
+        wanted += [n for n in aux if n not in wanted]
+    out: dict[str, SymAux | Sym] = {}
+    for name in wanted:
+        if name not in aux:
+            raise TraceError(
+                f"{kind} takes aux {name!r}, but make_aux gives only {sorted(aux)}", where=where
+            )
+        t = aux[name]
+        if not isinstance(t, torch.Tensor):
+            raise TraceError(f"aux {name!r} is a {type(t).__name__}, not a tensor", where=where)
+        ir_dtype(t.dtype, f"aux {name!r}")
+        placeholder = SymAux(name, t)
+        out[name] = placeholder[()] if t.dim() == 0 else placeholder  # type: ignore[assignment]
+    return out
+
+
+def _trace(fn: Callable[..., object], kind: str, positional: list[Sym],
+           aux: Mapping[str, torch.Tensor], result: DType) -> TracedMod:
+    where = _mod_location(fn)
+    kwargs = _aux_kwargs(fn, kind, aux)
+    try:
+        out = fn(*positional, **kwargs)
+    except TraceError as e:
+        raise TraceError(f"in {kind}: {str(e).removeprefix(e.where + ': ')}", e.where) from None
+    except Exception as e:  # the mod itself failed on symbolic values
+        loc = traceback.extract_tb(e.__traceback__)[-1]
+        raise TraceError(
+            f"in {kind}: {type(e).__name__}: {e}", where=f"{loc.filename}:{loc.lineno}"
+        ) from e
+    try:
+        node = _lift(out)
+    except TraceError:
+        raise TraceError(f"{kind} returned {type(out).__name__}, not a tensor", where) from None
+    if result == DType.BOOL and node.dtype != DType.BOOL:
+        raise TraceError(f"{kind} must return a bool mask, got {node.dtype.value}", where)
+    node = simplify(expr.cast(node, result))
+    used = expr.aux_reads(node)
+    infos = tuple(AuxInfo(n, aux[n].dtype, aux[n].dim()) for n in aux if n in used)
+    return TracedMod(node, infos, where)
+
+
+def trace_mask_mod(fn: Callable[..., object], aux: Mapping[str, torch.Tensor]) -> TracedMod:
+    """Trace `mask_mod(b, h, q_idx, kv_idx, *, <aux>)` into a bool expression."""
+    idx = [Sym(expr.var(n)) for n in expr.INDEX_VARS]
+    return _trace(fn, "mask_mod", idx, aux, DType.BOOL)
+
+
+def trace_score_mod(fn: Callable[..., object], aux: Mapping[str, torch.Tensor]) -> TracedMod:
+    """Trace `score_mod(score, b, h, q_idx, kv_idx, *, <aux>)` into a float expression."""
+    args = [Sym(expr.var(expr.SCORE_VAR))] + [Sym(expr.var(n)) for n in expr.INDEX_VARS]
+    return _trace(fn, "score_mod", args, aux, DType.FLOAT)
+
+

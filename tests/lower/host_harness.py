@@ -1,0 +1,81 @@
+"""Compile a generated hook header into hook_harness.cpp and run it on the host."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cubridge.lower.hook_header import HookHeader
+
+HARNESS = Path(__file__).with_name("hook_harness.cpp")
+COMMON = Path(__file__).resolve().parents[2] / "cubridge" / "kernels" / "common"
+
+
+def compiler() -> list[str] | None:
+    """nvcc (host + device code, sm_80) where it exists, else g++ (host only)."""
+    if shutil.which("nvcc"):
+        return ["nvcc", "-x", "cu", "-arch=sm_80", "-std=c++17", "-O1", "-w"]
+    if shutil.which("g++"):
+        return ["g++", "-x", "c++", "-std=c++17", "-O1"]
+    return None
+
+
+def build(header: HookHeader, workdir: Path) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "cubridge_hooks.cuh").write_text(header.text)
+    cmd = compiler()
+    assert cmd is not None
+    exe = workdir / "harness"
+    proc = subprocess.run([*cmd, f"-I{workdir}", f"-I{COMMON}", str(HARNESS), "-o", str(exe)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise AssertionError(f"compiling the hooks of {header.plan.name} failed:\n"
+                             f"{proc.stderr}\n--- header ---\n{header.text}")
+    return exe
+
+
+@dataclass
+class HookValues:
+    score: np.ndarray  # float32 [B, H, Sq, Sk]
+    mask: np.ndarray  # bool [B, H, Sq, Sk]
+    kinds: np.ndarray  # uint8 [B, H, nq, nk]
+    ranges: np.ndarray  # int32 [B, H, nq, 2]
+    activation: np.ndarray  # float32 [Sk] of scores[0, 0, 0]
+
+
+def run(exe: Path, aux: list[torch.Tensor], scores: torch.Tensor, block_m: int, block_n: int,
+        workdir: Path) -> HookValues:
+    b, h, sq, sk = scores.shape
+    inp, out = workdir / f"in_{block_m}_{block_n}.bin", workdir / f"out_{block_m}_{block_n}.bin"
+    with open(inp, "wb") as f:
+        f.write(np.array([b, h, sq, sk, len(aux)], dtype=np.int32).tobytes())
+        for t in aux:
+            t = t.contiguous().cpu()
+            f.write(np.array([t.element_size(), t.dim(), *t.shape], dtype=np.int32).tobytes())
+            f.write(t.view(torch.uint8).numpy().tobytes() if t.dim() else
+                    t.reshape(1).view(torch.uint8).numpy().tobytes())
+        f.write(scores.float().contiguous().numpy().tobytes())
+    subprocess.run([str(exe), str(inp), str(out), str(block_m), str(block_n)], check=True)
+    raw = out.read_bytes()
+    n = b * h * sq * sk
+    nq, nk = -(-sq // block_m), -(-sk // block_n)
+    off = 0
+
+    def take(dtype: type, count: int) -> np.ndarray:
+        nonlocal off
+        arr = np.frombuffer(raw, dtype=dtype, count=count, offset=off)
+        off += arr.nbytes
+        return arr
+
+    score = take(np.float32, n).reshape(b, h, sq, sk)
+    mask = take(np.uint8, n).reshape(b, h, sq, sk).astype(bool)
+    kinds = take(np.uint8, b * h * nq * nk).reshape(b, h, nq, nk)
+    ranges = take(np.int32, b * h * nq * 2).reshape(b, h, nq, 2)
+    act = take(np.float32, sk)
+    assert off == len(raw)
+    return HookValues(score, mask, kinds, ranges, act)

@@ -1,0 +1,183 @@
+"""The BENCHMARK.md variants as FlexAttention-style mods, for the hook tests.
+
+Written here so the transfer/lower tests do not depend on examples/specs (the
+tests also run over examples/specs/*.py when those exist). Each variant is a
+Spec whose reference evaluates its own mods densely in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from cubridge.attention import LLAMA2_7B, QWEN25_72B, Shape
+from cubridge.spec.model import Spec, Tolerance
+
+
+def causal(b, h, q, k):
+    return q >= k
+
+
+def sliding_window(b, h, q, k):
+    return (q >= k) & (q - k < 1024)
+
+
+def global_sliding_window(b, h, q, k):
+    return (q >= k) & ((q - k < 1024) | (k < 64))
+
+
+def prefix_lm(b, h, q, k, *, prefix_len):
+    return (q >= k) | (k < prefix_len)
+
+
+def document_causal(b, h, q, k, *, doc_id):
+    return (q >= k) & (doc_id[b, q] == doc_id[b, k])
+
+
+def share_question(b, h, q, k, *, segment):
+    # segment 0 is the question; answers 1, 2, ... each see the question and themselves
+    same = segment[b, q] == segment[b, k]
+    return (q >= k) & (same | (segment[b, k] == 0))
+
+
+def causal_blockwise(b, h, q, k):
+    return k // 512 <= q // 512
+
+
+def alibi(score, b, h, q, k, *, slope):
+    return score + slope[h] * (k - q)
+
+
+def softcap(score, b, h, q, k):
+    return 30 * torch.tanh(score / 30)
+
+
+def relative_position(score, b, h, q, k, *, rel_bias):
+    # rel_bias is [H, 2S - 1]; its size gives S, read at run time
+    return score + rel_bias[h, q - k + (rel_bias.shape[1] + 1) // 2 - 1]
+
+
+def minus_log_s(score, b, h, q, k, *, log_s):
+    return score - log_s
+
+
+def softcap_minus_log_s(score, b, h, q, k, *, log_s):
+    return 30 * torch.tanh(score / 30) - log_s
+
+
+# Extra coverage: negative floor division/modulo, where, clamp, min/max, abs,
+# exp/exp2/log/sigmoid, float/int mixing.
+def kitchen_sink_score(score, b, h, q, k, *, slope):
+    d = q - k
+    bucket = torch.where(d < 0, d // 3, d % 5)
+    t = torch.clamp(score, min=-4.0, max=4.0) + 0.25 * torch.abs(d % -7)
+    u = torch.minimum(t, torch.maximum(score, torch.exp(score / 8) - torch.exp2(-score / 8)))
+    return u + torch.log(1 + torch.sigmoid(score)) + slope[h] * bucket.float() / 10
+
+
+def dilated_window(b, h, q, k):
+    return (q >= k) & (q - k < 300) & ((q - k) % 2 == 0)
+
+
+def floor_mod_mask(b, h, q, k):
+    return ((q - k) // 96 >= -1) & ((k - q) % 128 < 100) | (h == 1) & ~(q < 40)
+
+
+def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+    s, bsz = shape.sk, shape.b
+    lengths = []
+    doc = torch.empty(bsz, s, dtype=torch.int32)
+    for bi in range(bsz):
+        pos, d = 0, 0
+        while pos < s:
+            n = int(torch.randint(max(1, s // 8), max(2, s // 2), (1,), generator=gen))
+            doc[bi, pos:pos + n] = d
+            lengths.append(n)
+            pos, d = pos + n, d + 1
+    q_len, a_len = max(1, s // 4), max(1, s // 8)
+    seg = torch.zeros(bsz, s, dtype=torch.int32)
+    for pos in range(q_len, s):
+        seg[:, pos] = 1 + (pos - q_len) // a_len
+    aux = {
+        "prefix_len": torch.tensor(s // 4, dtype=torch.int64),
+        "doc_id": doc,
+        "segment": seg,
+        "slope": torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq),
+        "rel_bias": torch.randn(shape.hq, 2 * s - 1, generator=gen),
+        "log_s": torch.tensor(math.log(s), dtype=torch.float32),
+    }
+    return {n: t.to(device) for n, t in aux.items()}
+
+
+def dense_attention(q, k, v, *, mask_mod=None, score_mod=None, normalizer="softmax",
+                    scale=None, **aux):
+    """float64 attention computed from the mods on the whole grid."""
+    b, hq, sq, d = q.shape
+    hk, sk = k.shape[1], k.shape[2]
+    kk = k.double().repeat_interleave(hq // hk, dim=1)
+    vv = v.double().repeat_interleave(hq // hk, dim=1)
+    s = (q.double() @ kk.transpose(-1, -2)) * (scale if scale is not None else d**-0.5)
+    bi = torch.arange(b).view(b, 1, 1, 1)
+    hi = torch.arange(hq).view(1, hq, 1, 1)
+    qi = torch.arange(sq).view(1, 1, sq, 1)
+    ki = torch.arange(sk).view(1, 1, 1, sk)
+
+    def take(fn):
+        import inspect
+
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind == p.KEYWORD_ONLY]
+        return {n: aux[n] for n in names}
+
+    if score_mod is not None:
+        s = score_mod(s, bi, hi, qi, ki, **take(score_mod)).double()
+    allowed = torch.ones_like(s, dtype=torch.bool)
+    if mask_mod is not None:
+        allowed = mask_mod(bi, hi, qi, ki, **take(mask_mod)).expand_as(s)
+    if normalizer == "softmax":
+        s = s.masked_fill(~allowed, -math.inf)
+        lse = torch.logsumexp(s, dim=-1)
+        p = torch.exp(s - torch.where(torch.isinf(lse), 0, lse)[..., None])
+        return (p @ vv).to(q.dtype), lse.float()
+    act = torch.sigmoid(s) if normalizer == "sigmoid" else torch.relu(s)
+    return (act.masked_fill(~allowed, 0) @ vv).to(q.dtype)
+
+
+def make_spec(name: str, mask_mod: Callable | None = None, score_mod: Callable | None = None,
+              normalizer: str = "softmax") -> Spec:
+    def reference(q, k, v, scale=None, **aux):
+        return dense_attention(q, k, v, mask_mod=mask_mod, score_mod=score_mod,
+                               normalizer=normalizer, scale=scale, **aux)
+
+    return Spec(
+        name=name, description=f"test variant {name}", path=None, reference=reference,
+        make_aux=_mk_aux, configs=[LLAMA2_7B, QWEN25_72B], seq_lens=[1024, 2048],
+        dtypes=[torch.bfloat16], tolerances={torch.bfloat16: Tolerance(2e-2, 2e-2)},
+        mask_mod=mask_mod, score_mod=score_mod, normalizer=normalizer,  # type: ignore[arg-type]
+        returns_lse=normalizer == "softmax",
+    )
+
+
+VARIANTS: dict[str, Spec] = {
+    s.name: s
+    for s in [
+        make_spec("full"),
+        make_spec("causal", causal),
+        make_spec("sliding_window_1024", sliding_window),
+        make_spec("global_sliding_window", global_sliding_window),
+        make_spec("prefix_lm", prefix_lm),
+        make_spec("document_causal", document_causal),
+        make_spec("share_question", share_question),
+        make_spec("causal_blockwise", causal_blockwise),
+        make_spec("alibi_causal", causal, alibi),
+        make_spec("softcap_causal", causal, softcap),
+        make_spec("relative_position", causal, relative_position),
+        make_spec("relu_causal", causal, None, "relu"),
+        make_spec("sigmoid_causal", causal, minus_log_s, "sigmoid"),
+        make_spec("comb_prefix_softcap_sigmoid", prefix_lm, softcap_minus_log_s, "sigmoid"),
+        make_spec("kitchen_sink", floor_mod_mask, kitchen_sink_score),
+        make_spec("dilated_window", dilated_window),
+    ]
+}
