@@ -1,0 +1,78 @@
+"""The ptxas resource report (`-Xptxas -v`): registers, shared memory, stack
+and spills per function, parsed into records kept with each cubin."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reported for one function. `smem_bytes` is static shared
+    memory only; dynamic shared memory is chosen at launch."""
+
+    name: str
+    arch: str
+    registers: int
+    smem_bytes: int
+    stack_frame_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    barriers: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> KernelResources:
+        return cls(**data)  # type: ignore[arg-type]
+
+
+_COMPILING = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_PROPERTIES = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+
+
+def parse_ptxas_report(text: str) -> dict[str, KernelResources]:
+    """Entry functions of a `ptxas -v` log, by (mangled or extern "C") name.
+
+    Raises ValueError when an entry's report is incomplete, so that a changed
+    log format fails loudly instead of reading as 'no spills'."""
+    found: dict[str, KernelResources] = {}
+    entry: str | None = None
+    arch = ""
+    frame: tuple[int, int, int] | None = None
+    for line in text.splitlines():
+        if m := _COMPILING.search(line):
+            entry, arch, frame = m.group(1), m.group(2), None
+        elif (m := _PROPERTIES.search(line)) and m.group(1) != entry:
+            entry = None  # a non-entry function's properties follow
+        elif (m := _FRAME.search(line)) and entry is not None:
+            frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif (m := _USED.search(line)) and entry is not None:
+            if frame is None:
+                raise ValueError(f"ptxas report for {entry!r}: no stack/spill line before {line!r}")
+            smem = _SMEM.search(line)
+            barriers = _BARRIERS.search(line)
+            found[entry] = KernelResources(
+                name=entry,
+                arch=arch,
+                registers=int(m.group(1)),
+                smem_bytes=int(smem.group(1)) if smem else 0,
+                stack_frame_bytes=frame[0],
+                spill_store_bytes=frame[1],
+                spill_load_bytes=frame[2],
+                barriers=int(barriers.group(1)) if barriers else 0,
+            )
+            entry = None
+    return found

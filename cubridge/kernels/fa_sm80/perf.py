@@ -1,0 +1,213 @@
+"""Check and time fa_sm80 on the GPU; writes perf.json and PERF.md (device,
+date, commit, command recorded by this script, never retyped).
+
+    python -m cubridge.kernels.fa_sm80.perf --out DIR [--commit SHA] [--quick]
+
+Every timed configuration is first checked against a float64 reference (on a
+slice of its heads), and its TFLOP/s counts allowed (q, k) pairs only."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import math
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from cubridge.attention import attention_flops
+from cubridge.kernels import fa_sm80
+
+# (name, B, Hq, Hk, S, D): the issue's target and BENCHMARK.md's 16k-token grid.
+PERF_CASES = [
+    ("target", 4, 32, 32, 4096, 128),
+    ("llama2_7b", 16, 32, 32, 1024, 128),
+    ("llama2_7b", 8, 32, 32, 2048, 128),
+    ("llama2_7b", 2, 32, 32, 8192, 128),
+    ("qwen25_72b", 4, 64, 8, 4096, 128),
+    ("d64", 4, 32, 32, 4096, 64),
+]
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+              causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """float64 softmax attention with GQA and absolute-position causal mask."""
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        qi = torch.arange(q.shape[2], device=q.device)[:, None]
+        ki = torch.arange(k.shape[2], device=q.device)[None, :]
+        s = s.masked_fill(qi < ki, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+    return torch.exp(s - safe[..., None]) @ v, lse
+
+
+def errors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+           lse: torch.Tensor, causal: bool, heads: int | None = None) -> dict[str, float]:
+    """Relative Frobenius and max abs errors of out and lse vs float64, on batch 0
+    and the first `heads` query heads (all when None)."""
+    hq, hk = q.shape[1], k.shape[1]
+    h = hq if heads is None else min(heads, hq)
+    hk_used = max(1, h // (hq // hk))
+    ref_out, ref_lse = reference(q[:1, :h], k[:1, :hk_used], v[:1, :hk_used],
+                                 1 / math.sqrt(q.shape[3]), causal)
+    o = out[:1, :h].double()
+    finite_ref = torch.isfinite(ref_lse)
+    lse_err = (lse[:1, :h].double() - ref_lse).abs()[finite_ref].max().item() \
+        if finite_ref.any() else 0.0
+    lse_ok = bool(torch.equal(torch.isinf(lse[:1, :h]), ~finite_ref))
+    return {
+        "rel": ((o - ref_out).norm() / ref_out.norm()).item(),
+        "max_abs": (o - ref_out).abs().max().item(),
+        "rel_zeros_baseline": 1.0,
+        "lse_max_abs": lse_err,
+        "lse_inf_rows_match": lse_ok,
+        "nan": bool(torch.isnan(out).any().item()),
+    }
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return 1e-2 if dtype == torch.bfloat16 else 4e-3
+
+
+def correctness_cases() -> list[tuple[int, int, int, int, int, int, torch.dtype, bool]]:
+    """(B, Hq, Hk, Sq, Sk, D, dtype, causal): tails, Sq != Sk, GQA, MQA, both dtypes."""
+    cases = []
+    for d in (64, 128):
+        for dtype in (torch.bfloat16, torch.float16):
+            for causal in (False, True):
+                cases += [
+                    (2, 4, 4, 256, 256, d, dtype, causal),
+                    (1, 8, 2, 200, 333, d, dtype, causal),
+                    (2, 6, 1, 333, 129, d, dtype, causal),
+                    (1, 2, 2, 1, 77, d, dtype, causal),
+                    (1, 4, 2, 1000, 1000, d, dtype, causal),
+                ]
+    return cases
+
+
+def run_checks() -> list[dict[str, object]]:
+    results = []
+    for b, hq, hk, sq, sk, d, dtype, causal in correctness_cases():
+        q = torch.randn(b, hq, sq, d, device="cuda", dtype=dtype)
+        k = torch.randn(b, hk, sk, d, device="cuda", dtype=dtype)
+        v = torch.randn(b, hk, sk, d, device="cuda", dtype=dtype)
+        out = torch.full((b, hq, sq, d), float("nan"), device="cuda", dtype=dtype)
+        lse = torch.full((b, hq, sq), float("nan"), device="cuda")
+        fa_sm80.attention(q, k, v, causal=causal, out=out, lse=lse)
+        torch.cuda.synchronize()
+        err = errors(q, k, v, out, lse, causal)
+        ok = (err["rel"] < tolerance(dtype) and not err["nan"] and err["lse_inf_rows_match"]
+              and err["lse_max_abs"] < 1e-2)
+        results.append({"shape": [b, hq, hk, sq, sk, d], "dtype": str(dtype), "causal": causal,
+                        **err, "ok": ok})
+        print(f"check B{b} H{hq}/{hk} S{sq}x{sk} D{d} {str(dtype)[6:]} causal={causal}: "
+              f"rel {err['rel']:.2e} lse {err['lse_max_abs']:.1e} {'ok' if ok else 'FAIL'}",
+              flush=True)
+    return results
+
+
+def allowed_pairs(s: int, causal: bool) -> int:
+    return s * (s + 1) // 2 if causal else s * s
+
+
+def time_ms(fn) -> float:
+    from triton.testing import do_bench
+    return float(do_bench(fn, warmup=50, rep=300, return_mode="median"))
+
+
+def run_perf(quick: bool) -> list[dict[str, object]]:
+    import torch.nn.functional as F
+    rows = []
+    cases = PERF_CASES[:1] if quick else PERF_CASES
+    for name, b, hq, hk, s, d in cases:
+        q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
+        for causal in (False, True):
+            out, lse = fa_sm80.attention(q, k, v, causal=causal)
+            err = errors(q, k, v, out, lse, causal, heads=2)
+            ok = err["rel"] < tolerance(torch.bfloat16) and not err["nan"]
+            flops = b * attention_flops(allowed_pairs(s, causal), hq, d)
+            ours = functools.partial(fa_sm80.attention, q, k, v, causal=causal)
+            sdpa = functools.partial(F.scaled_dot_product_attention, q, k, v,
+                                     is_causal=causal, enable_gqa=hq != hk)
+            ms = time_ms(ours) if ok else math.nan
+            sdpa_ms = time_ms(sdpa)
+            row = {"case": name, "B": b, "Hq": hq, "Hk": hk, "S": s, "D": d,
+                   "causal": causal, "rel_err": err["rel"], "ok": ok, "ms": ms,
+                   "tflops": flops / ms / 1e9, "sdpa_ms": sdpa_ms,
+                   "sdpa_tflops": flops / sdpa_ms / 1e9}
+            rows.append(row)
+            print(f"perf {name} B{b} H{hq}/{hk} S{s} D{d} causal={causal}: {ms:.3f} ms "
+                  f"{row['tflops']:.0f} TFLOP/s (SDPA {row['sdpa_tflops']:.0f}) "
+                  f"rel {err['rel']:.1e}", flush=True)
+    return rows
+
+
+def write_report(out_dir: Path, checks: list, perf: list, commit: str, command: str) -> None:
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "capability": list(torch.cuda.get_device_capability()),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "command": command,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "config": {str(d): vars(fa_sm80.metadata().config(d)) for d in (64, 128)},
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "perf.json").write_text(json.dumps(
+        {**meta, "checks": checks, "perf": perf}, indent=2))
+    lines = [
+        "# fa_sm80 measurements",
+        "",
+        f"Written by `cubridge/kernels/fa_sm80/perf.py`. Device: {meta['device']}; "
+        f"date: {meta['date']}; commit: {commit}; torch {meta['torch']}.",
+        f"Command: `{command}`",
+        "",
+        f"Correctness: {sum(c['ok'] for c in checks)}/{len(checks)} shape checks pass "
+        "against float64 (see perf.json).",
+        "",
+        "bf16, TFLOP/s on allowed pairs (4 * pairs * Hq * D / time, median of do_bench):",
+        "",
+        "| case | B | Hq/Hk | S | D | mask | fa_sm80 ms | fa_sm80 TFLOP/s | SDPA TFLOP/s "
+        "| rel err |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in perf:
+        lines.append(
+            f"| {r['case']} | {r['B']} | {r['Hq']}/{r['Hk']} | {r['S']} | {r['D']} | "
+            f"{'causal' if r['causal'] else 'full'} | {r['ms']:.3f} | {r['tflops']:.0f} | "
+            f"{r['sdpa_tflops']:.0f} | {r['rel_err']:.1e} |")
+    (out_dir / "PERF.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--commit", default="")
+    parser.add_argument("--quick", action="store_true", help="only the target shape")
+    parser.add_argument("--no-checks", action="store_true")
+    args = parser.parse_args(argv)
+    commit = args.commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                                           text=True).stdout.strip() or "unknown"
+    checks = [] if args.no_checks else run_checks()
+    perf = run_perf(args.quick)
+    command = " ".join(["python -m cubridge.kernels.fa_sm80.perf", *sys.argv[1:]])
+    write_report(args.out, checks, perf, commit, command)
+    failed = [c for c in checks if not c["ok"]] + [p for p in perf if not p["ok"]]
+    print(f"{len(failed)} failures", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
