@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import os
 import pickle
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -78,7 +79,9 @@ def set_limits(limits: dict[str, Any]) -> dict[str, str]:
             done[name] = "not set"
             continue
         try:
-            resource.setrlimit(which, (int(value), int(value)))
+            # The CPU hard limit one second later: SIGXCPU (reported as such) comes first.
+            hard = int(value) + 1 if name == "RLIMIT_CPU" else int(value)
+            resource.setrlimit(which, (int(value), hard))
             done[name] = str(value)
         except (ValueError, OSError) as exc:
             done[name] = f"not set: {exc}"
@@ -127,9 +130,9 @@ def main(job_dir: Path) -> int:
     job = pickle.loads((job_dir / "job.pkl").read_bytes())
     isolation = {"network": isolate_network() if job["isolate_network"] else "not requested"}
     isolation.update(set_limits(job["limits"]))
-    # Dump the stack shortly before the parent's deadline, so a timeout can
-    # name the line the generated code was stuck on.
-    faulthandler.dump_traceback_later(job["dump_after_s"], exit=False)
+    # The parent sends SIGUSR1 at its deadline: the stack dump names the line
+    # the generated code was stuck on (faulthandler works even inside C code).
+    faulthandler.register(signal.SIGUSR1, all_threads=False)
     source_path = Path(job["source_path"])
     outcome: dict[str, Any]
     try:
@@ -155,7 +158,7 @@ def main(job_dir: Path) -> int:
         outcome = {"ok": True, "value": value}
     except BaseException as exc:  # noqa: BLE001 - everything the generated code raises is reported
         outcome = failure(exc, source_path)
-    faulthandler.cancel_dump_traceback_later()
+    faulthandler.unregister(signal.SIGUSR1)
     outcome["isolation"] = isolation
     try:
         data = pickle.dumps(outcome)

@@ -148,7 +148,6 @@ def _run_job(
         "kwargs": kwargs,
         "preload": tuple(preload),
         "isolate_network": limits.isolate_network,
-        "dump_after_s": max(limits.timeout_s * 0.9, limits.timeout_s - 1.0),
         "limits": {
             "memory_bytes": limits.memory_mb * mib if limits.memory_mb else None,
             "cpu_s": limits.cpu_limit(),
@@ -171,6 +170,11 @@ def _run_job(
     try:
         stdout, stderr = proc.communicate(timeout=limits.timeout_s)
     except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGUSR1)  # ask for a stack dump, then kill
+        try:
+            proc.communicate(timeout=0.3)
+        except subprocess.TimeoutExpired:
+            pass
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         line = _last_line_in(stderr, source_path)
