@@ -35,10 +35,14 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def _in_ir(path: str) -> bool:
+    return os.path.dirname(os.path.abspath(path)) == _IR_DIR
+
+
 def caller_loc() -> SourceLoc:
     """The first stack frame outside cubridge/ir: the IR line that made the call."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _IR_DIR:
+    while frame is not None and _in_ir(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return SourceLoc("<unknown>", 0, "<unknown>")

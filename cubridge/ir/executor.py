@@ -21,7 +21,14 @@ from cubridge.ir.errors import CuIRError, ProgramError, RaceError, StaticCheckEr
 from cubridge.ir.kernel import Cta, KernelBase
 from cubridge.ir.limits import check_arch
 from cubridge.ir.memory import Global
-from cubridge.ir.scheduler import POLICIES, Policy, Worker, _ir_frame, make_policy, set_current_worker
+from cubridge.ir.scheduler import (
+    POLICIES,
+    Policy,
+    Worker,
+    _ir_frame,
+    make_policy,
+    set_current_worker,
+)
 
 AttentionFn = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
 

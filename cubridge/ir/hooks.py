@@ -32,7 +32,8 @@ class HookDefaults:
     """Default hooks. Subclasses override methods of the same names."""
 
     normalizer: ClassVar[str] = "softmax"
-    """"softmax" (online softmax, out and lse) or "elementwise" (out = sum activation(s) v, no lse)."""
+    """"softmax" (online softmax: out and lse) or "elementwise" (out = sum
+    activation(s) v, no running max, no lse)."""
 
     aux_names: ClassVar[tuple[str, ...]] = ()
     """Names of the aux tensors the hooks read, as `self.aux[name]`; the

@@ -68,9 +68,11 @@ class _CopyOp(AsyncOp):
 
     def _complete(self) -> None:
         self.dst.view().copy_(self.data)
-        clear_pending(self.dst, self)
         if self.barrier is not None:
+            clear_pending(self.dst, self)
             self.barrier.complete_tx(self.dst.nbytes, self)
+        # a cp.async copy stays unreadable until copy_wait retires its group, even
+        # if it has landed: the thread has no guarantee before the wait
 
 
 class _GemmOp(AsyncOp):
@@ -280,7 +282,9 @@ class KernelBase(HookDefaults):
         keep = len(w.copy_groups) - n
         for group in w.copy_groups[:max(keep, 0)]:
             for op in group:
+                assert isinstance(op, _CopyOp)
                 op.land()
+                clear_pending(op.dst, op)
         w.copy_groups = w.copy_groups[max(keep, 0):]
 
     def load(self, tile: Tile) -> torch.Tensor:
@@ -479,7 +483,7 @@ class KernelBase(HookDefaults):
         """Bind a worker method to a warp role; only in run(). `warpgroup=i`
         gives it warpgroup i (4 warps); `warps=n` gives it n warps. It runs as
         `worker(*args)` once run() returns, concurrently with the other roles.
-        Its name (default: the method's name, plus the warpgroup index) appears
+        Its name (default: the method's name, plus an index if taken) appears
         in every error it causes."""
         w, loc = self._enter("bind", prologue=True)
         if (warpgroup is None) == (warps is None):
@@ -492,11 +496,11 @@ class KernelBase(HookDefaults):
         if sum(x.warps for x in sched.workers) + nwarps > limits.MAX_WARPS:
             raise StaticCheckError(f"bind: more than {limits.MAX_WARPS} warps per CTA", loc=loc,
                                    worker=w.name)
-        label = name or getattr(worker, "__name__", "worker") + (
-            str(warpgroup) if warpgroup is not None else "")
+        label = name or getattr(worker, "__name__", "worker")
         if any(x.name == label for x in sched.workers):
-            raise ProgramError(f"bind: two workers named {label!r}; pass name=", loc=loc,
-                               worker=w.name)
+            if name is not None:
+                raise ProgramError(f"bind: two workers named {label!r}", loc=loc, worker=w.name)
+            label += str(warpgroup if warpgroup is not None else len(sched.workers))
         nw = Worker(sched, label, worker, args, nwarps, loc)
         nw.vc.update({k: t for k, t in w.vc.items()})
         nw.vc[label] = 1
@@ -526,7 +530,8 @@ class KernelBase(HookDefaults):
         return out
 
     def apply_score_hooks(self, s: torch.Tensor, b: int, h: int, q_idx: torch.Tensor,
-                          kv_idx: torch.Tensor, kind: BlockKind) -> tuple[torch.Tensor, torch.Tensor]:
+                          kv_idx: torch.Tensor, kind: BlockKind,
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
         """Apply the hooks to a scaled fp32 score tile s [M, N] of block kind
         `kind`, with q_idx [M, 1] and kv_idx [1, N] absolute positions. Returns
         (s, allowed): s after score_mod (when overridden), and the bool [M, N]

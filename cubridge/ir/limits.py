@@ -33,8 +33,8 @@ def check_mma_sync_shape(m: int, n: int, k: int, warps: int, loc: SourceLoc, wor
     if k % 16:
         problems.append(f"K={k} is not a multiple of 16")
     if problems:
-        raise StaticCheckError(f"illegal mma.sync m16n8k16 gemm {m}x{n}x{k}: " + "; ".join(problems),
-                               loc=loc, worker=worker)
+        raise StaticCheckError(f"illegal mma.sync m16n8k16 gemm {m}x{n}x{k}: "
+                               + "; ".join(problems), loc=loc, worker=worker)
 
 
 def check_wgmma_shape(m: int, n: int, k: int, warps: int, loc: SourceLoc, worker: str) -> None:

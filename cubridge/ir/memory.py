@@ -46,7 +46,8 @@ class Access:
     lo: int
     hi: int
     loc: SourceLoc
-    needs_sync: bool = False  # written per-thread (cp.async, st.shared): other warps see it after a sync
+    # written per-thread (cp.async, st.shared): other warps see it only after a sync
+    needs_sync: bool = False
 
 
 @dataclass

@@ -37,8 +37,8 @@ class Barrier:
 
     def __init__(self, count: int, name: str, loc: SourceLoc):
         if not isinstance(count, int) or count < 1:
-            raise ProgramError(f"barrier {name}: arrival count must be a positive int, got {count!r}",
-                               loc=loc)
+            raise ProgramError(f"barrier {name}: arrival count must be a positive int, "
+                               f"got {count!r}", loc=loc)
         self.count = count
         self.name = name
         self.loc = loc
@@ -75,8 +75,8 @@ class Barrier:
         until the barrier's current phase parity differs from `phase`."""
         w, loc = _point()
         if phase not in (0, 1):
-            raise ProgramError(f"barrier {self.name}: wait takes a phase parity 0 or 1, got {phase!r}",
-                               loc=loc, worker=w.name)
+            raise ProgramError(f"barrier {self.name}: wait takes a phase parity 0 or 1, "
+                               f"got {phase!r}", loc=loc, worker=w.name)
         w.sched.block(w, lambda: self.phase % 2 != phase, lambda: self._describe(phase))
         w.acquire(self.completed_vc)
 
