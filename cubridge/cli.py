@@ -10,6 +10,7 @@ import sys
 # Modules that register sub-commands, in the order `cubridge --help` lists them.
 COMMAND_MODULES = [
     "cubridge.bench.commands",
+    "cubridge.ir.commands",
     "cubridge.doctor",
 ]
 
