@@ -50,7 +50,7 @@ class Request:
 
     messages: tuple[Message, ...]
     temperature: float | None = None
-    max_tokens: int = 4096
+    max_tokens: int = 8192
     stop: tuple[str, ...] = ()
     sample: int = 0
 
@@ -70,7 +70,7 @@ class Request:
         messages: Sequence[Message],
         *,
         temperature: float | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int = 8192,
         stop: Sequence[str] | None = None,
         sample: int = 0,
     ) -> Request:
