@@ -12,6 +12,7 @@ COMMAND_MODULES = [
     "cubridge.bench.commands",
     "cubridge.ir.commands",
     "cubridge.doctor",
+    "cubridge.llm.commands",
 ]
 
 
