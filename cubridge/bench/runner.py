@@ -85,8 +85,9 @@ def _short(exc: BaseException) -> str:
 
 
 def _free(device: torch.device) -> None:
-    gc.collect()
+    """Give the previous impl's memory back before the next one runs."""
     if device.type == "cuda":
+        gc.collect()
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
 

@@ -1,0 +1,129 @@
+"""Peer construction on CPU with tiny shapes: each peer either expresses the
+variant and matches the float64 reference, or says clearly why it cannot."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from cubridge.bench.case import Case
+from cubridge.bench.check import check_output, tolerance_for
+from cubridge.bench.mods import eval_score_bias, index_grid, softcap_of
+from cubridge.bench.oracle import float64_reference
+from cubridge.bench.ours import external_impl, load_callable
+from cubridge.bench.peers import PEERS, Unsupported, make_flex_preparer, peer_impls
+from cubridge.bench.runner import BenchConfig, build_case
+from tests.bench.conftest import TINY, alibi_score, softcap_score
+
+CPU = BenchConfig(seq_lens=(64,), configs=("tiny",), tokens=128, device="cpu")
+
+
+def case_for(spec, seq_len: int = 64) -> Case:
+    return build_case(spec, TINY, seq_len, CPU)
+
+
+def passes(prepare, case: Case) -> tuple[bool, str]:
+    prepared = prepare(case)
+    out = prepared.to_standard(prepared.run())
+    ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, True).out
+    check = check_output(out, ref, tolerance_for(case.spec, case.dtype))
+    return check.ok, prepared.note
+
+
+@pytest.mark.parametrize("name", ["full", "causal", "document_causal", "alibi_causal",
+                                  "softcap_causal", "sigmoid_causal"])
+def test_eager_peer_is_the_spec_reference_and_verifies(specs, name):
+    ok, note = passes(PEERS["eager"], case_for(specs[name]))
+    assert ok and note == "spec reference"
+
+
+@pytest.mark.parametrize("name,note", [("full", "native"), ("causal", "native is_causal"),
+                                       ("document_causal", "dense mask"),
+                                       ("alibi_causal", "dense bias")])
+def test_sdpa_expresses_masks_and_additive_biases(specs, name, note):
+    ok, got_note = passes(PEERS["sdpa"], case_for(specs[name]))
+    assert ok and got_note == note
+
+
+@pytest.mark.parametrize("name,why", [("softcap_causal", "not an additive bias"),
+                                      ("sigmoid_causal", "no sigmoid normaliser")])
+def test_sdpa_refuses_what_it_cannot_express(specs, name, why):
+    with pytest.raises(Unsupported, match=why):
+        PEERS["sdpa"](case_for(specs[name]))
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize("name", ["causal", "document_causal", "alibi_causal"])
+def test_flex_block_mask_and_score_mod_verify(specs, name):
+    # FlexAttention's eager path on CPU: same BlockMask and mods as the compiled peer.
+    ok, _ = passes(make_flex_preparer("TRITON", compiled=False), case_for(specs[name], 128))
+    assert ok
+
+
+def test_flash_backed_peers_report_missing_flash_attn_4(specs):
+    from cubridge.bench.peers import flash_attn_cute_available
+
+    if flash_attn_cute_available():
+        pytest.skip("flash-attn-4 is installed here")
+    for name in ("fa4", "flex_flash"):
+        with pytest.raises(Unsupported, match="flash-attn-4"):
+            PEERS[name](case_for(specs["causal"]))
+
+
+def test_score_mod_analysis():
+    grid = index_grid(*(torch.arange(n, dtype=torch.int32) for n in (1, 4, 5, 5)))
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    alibi = lambda s, b, h, q, k: alibi_score(s, b, h, q, k, slopes=slopes)
+    bias = eval_score_bias(alibi, *grid)
+    assert bias.shape == (1, 4, 5, 5)
+    assert float(bias[0, 1, 4, 1]) == pytest.approx(0.25 * (1 - 4))
+    assert eval_score_bias(softcap_score, *grid) is None
+    assert softcap_of(softcap_score, "cpu") == pytest.approx(30.0)
+    assert softcap_of(alibi, "cpu") is None
+
+
+def test_peer_list_is_validated():
+    assert [i.name for i in peer_impls()] == list(PEERS)
+    with pytest.raises(ValueError, match="unknown peer"):
+        peer_impls(["sdpa", "cudnn"])
+
+
+def test_ours_with_a_causal_flag_runs_full_and_causal_only(specs, tmp_path):
+    module = tmp_path / "lib_kernel.py"
+    module.write_text("import torch\n" + textwrap.dedent("""
+        def attention(q, k, v, scale=None, causal=False):
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+    """))
+    impl = external_impl("ours", f"{module}:attention")
+    assert passes(impl.prepare, case_for(specs["causal"]))[0]
+    assert passes(impl.prepare, case_for(specs["full"]))[0]
+    with pytest.raises(Unsupported, match="causal flag only"):
+        impl.prepare(case_for(specs["document_causal"]))
+
+
+def test_ours_from_a_run_directory_gets_aux(specs, tmp_path):
+    (tmp_path / "target_ir.py").write_text("class Target:\n    pass\n")
+    (tmp_path / "kernel.py").write_text(textwrap.dedent("""
+        import torch
+        def attention(q, k, v, *, doc_ids):  # fails without the aux tensor
+            same = doc_ids[:, None, :, None] == doc_ids[:, None, None, :]
+            pos = torch.arange(q.shape[2])
+            mask = same & (pos[:, None] >= pos[None, :])
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, enable_gqa=True)
+    """))
+    impl = external_impl("ours", str(tmp_path))
+    case = case_for(specs["document_causal"])
+    assert passes(impl.prepare, case)[0]
+    assert load_callable(str(tmp_path)).__name__ == "attention"
+
+
+def test_ours_missing_is_unsupported_not_fatal(specs, tmp_path):
+    impl = external_impl("ours", "cubridge.no_such_module:attention")
+    with pytest.raises(Unsupported, match="cannot import"):
+        impl.prepare(case_for(specs["causal"]))
+    with pytest.raises(Unsupported, match="expected one .py file"):
+        external_impl("ours", str(tmp_path)).prepare(case_for(specs["causal"]))

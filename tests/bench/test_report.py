@@ -1,0 +1,114 @@
+"""Report writers: JSON, markdown and PNG each record device, date, commit and
+command; the CLI refuses to measure without a GPU and can re-render a JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from cubridge.bench.peers import Impl, Prepared, peer_impls
+from cubridge.bench.report import collect_metadata, git_commit, load_json, write_reports
+from cubridge.bench.runner import BenchConfig, run_bench
+from cubridge.bench.timing import wallclock_timer
+from cubridge.cli import main
+
+COMMAND = "cubridge bench causal --seq-lens 32,64 --configs tiny"
+
+
+@pytest.fixture
+def results(specs):
+    def wrong(case):
+        return Prepared(lambda: case.q * 0)
+
+    impls = [*peer_impls(["eager", "sdpa", "fa4"]), Impl("zeros", wrong)]
+    return run_bench([specs["causal"], specs["alibi_causal"]], impls,
+                     BenchConfig(seq_lens=(32, 64), configs=("tiny",), tokens=128,
+                                 device="cpu"), wallclock_timer(2), progress=lambda _: None)
+
+
+def test_reports_record_provenance(tmp_path, results):
+    meta = collect_metadata(COMMAND, "cpu", "wall clock (test)")
+    paths = write_reports(tmp_path / "run", meta, results)
+    assert set(paths) == {"json", "markdown", "png"}
+
+    data = json.loads(paths["json"].read_text())
+    for key in ("device", "date", "commit", "command", "torch", "triton"):
+        assert data["meta"][key], key
+    assert data["meta"]["command"] == COMMAND
+    assert data["meta"]["device"].startswith("CPU")
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", data["meta"]["commit"])
+    assert len(data["results"]) == 4
+
+    md = paths["markdown"].read_text()
+    for value in (meta["device"], meta["date"], meta["commit"], COMMAND):
+        assert value in md
+    assert "| causal | tiny | 32 |" in md
+    assert "FAIL" in md and "zeros (wrong): failed verification" in md
+    assert "fa4 (unsupported)" in md
+
+    png = paths["png"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    info = json.loads(Image.open(paths["png"]).text["Description"])
+    assert info["device"] == meta["device"] and info["commit"] == meta["commit"]
+    assert info["command"] == COMMAND and info["date"] == meta["date"]
+
+
+def test_json_round_trips_and_cli_rerenders(tmp_path, results):
+    meta = collect_metadata(COMMAND, "cpu", "wall clock (test)")
+    paths = write_reports(tmp_path, meta, results)
+    paths["markdown"].unlink()
+    paths["png"].unlink()
+    meta2, results2 = load_json(paths["json"])
+    assert meta2 == meta and results2 == results
+    assert main(["bench", "--render", str(paths["json"])]) == 0
+    assert paths["markdown"].is_file() and paths["png"].is_file()
+
+
+def test_load_json_rejects_other_files(tmp_path):
+    other = tmp_path / "x.json"
+    other.write_text(json.dumps({"meta": {}, "results": []}))
+    with pytest.raises(ValueError, match="not a cubridge bench result"):
+        load_json(other)
+
+
+def test_git_commit_is_the_checkout_head():
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", git_commit())
+
+
+def test_bench_without_gpu_says_so(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    assert main(["bench", "causal"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_bench_needs_variants(capsys):
+    assert main(["bench"]) == 2
+    assert "name variants" in capsys.readouterr().err
+
+
+def test_spec_names_resolve_with_clear_errors(tmp_path):
+    from cubridge.bench.commands import resolve_spec_path
+
+    with pytest.raises(FileNotFoundError, match="no spec 'no_such_variant'"):
+        resolve_spec_path("no_such_variant")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_spec_path(str(tmp_path / "missing.py"))
+    spec_file = tmp_path / "mine.py"
+    spec_file.write_text("")
+    assert resolve_spec_path(str(spec_file)) == spec_file
+
+
+def test_bad_arguments_are_rejected(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "causal", "--seq-lens", "1k"])
+    assert "comma-separated integers" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "causal", "--impl", "no-equals-sign"])
+    assert "NAME=TARGET" in capsys.readouterr().err

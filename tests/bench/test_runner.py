@@ -1,0 +1,139 @@
+"""The benchmark loop on CPU: verification before timing, failures recorded,
+the run going on. (Wall-clock timing stands in for do_bench: test only.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cubridge.bench.peers import PEERS, Impl, Prepared, peer_impls
+from cubridge.bench.runner import BenchConfig, run_bench
+from cubridge.bench.timing import wallclock_timer
+from tests.bench.conftest import make_spec
+
+CPU = BenchConfig(seq_lens=(32, 64), configs=("tiny", "tiny_mha"), tokens=128, device="cpu")
+
+
+class CountingTimer:
+    """Wall-clock timer that remembers which impls it timed."""
+
+    def __init__(self) -> None:
+        self.timed: list[str] = []
+        self.inner = wallclock_timer(repeats=2)
+
+    def for_impl(self, name: str, prepare):
+        def wrapped(case):
+            prepared = prepare(case)
+            run = prepared.run
+
+            def timed_run():
+                return run()
+
+            timed_run.impl = name
+            prepared.run = timed_run
+            return prepared
+
+        return Impl(name, wrapped)
+
+    def __call__(self, fn):
+        self.timed.append(fn.impl)
+        return self.inner(fn)
+
+
+def off_by_one_causal(case) -> Prepared:
+    """q > k instead of q >= k: a plausible kernel bug."""
+    q, k, v = case.q, case.k, case.v
+    s = case.shape
+    mask = torch.ones(s.sq, s.sk, dtype=torch.bool).tril(-1)
+    mask[0, 0] = True  # keep row 0 defined so only the bug, not a NaN, is caught
+
+    def run():
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=case.scale, enable_gqa=True)
+
+    return Prepared(run)
+
+
+def test_wrong_impl_is_flagged_and_never_timed(specs):
+    timer = CountingTimer()
+    impls = [timer.for_impl("sdpa", PEERS["sdpa"]), timer.for_impl("buggy", off_by_one_causal)]
+    results = run_bench([specs["causal"]], impls, CPU, timer, progress=lambda _: None)
+    assert len(results) == 4  # 2 configs x 2 lengths
+    for r in results:
+        by = {i.impl: i for i in r.impls}
+        assert by["sdpa"].status == "ok" and by["sdpa"].tflops > 0
+        assert by["buggy"].status == "wrong"
+        assert by["buggy"].time_ms is None and by["buggy"].tflops is None
+        assert "failed verification" in by["buggy"].reason
+        assert by["buggy"].rel_err > 1e-2
+    assert timer.timed == ["sdpa"] * 4
+
+
+def test_results_carry_counts_and_tflops(specs):
+    results = run_bench([specs["document_causal"]], peer_impls(["eager", "sdpa"]),
+                        BenchConfig(seq_lens=(64,), configs=("tiny",), tokens=128,
+                                    device="cpu"), wallclock_timer(2), progress=lambda _: None)
+    (r,) = results
+    assert r.batch == 2 and r.hq == 4 and r.hk == 2 and r.structure == "general"
+    assert 0 < r.allowed_pairs < r.batch * r.hq * 64 * 64
+    assert r.flops == 4 * r.allowed_pairs * r.d
+    for i in r.impls:
+        assert i.status == "ok"
+        assert i.tflops == pytest.approx(r.flops / (i.time_ms * 1e-3) / 1e12)
+    assert r.reference.startswith("mods, float64")
+
+
+def test_failures_are_recorded_and_the_run_goes_on(specs):
+    def raises(case):
+        raise RuntimeError("kernel launch failed\nsecond line")
+
+    def oom(case):
+        def run():
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40 GiB")
+        return Prepared(run)
+
+    impls = [Impl("raises", raises), Impl("oom", oom), *peer_impls(["sdpa", "fa4"])]
+    results = run_bench([specs["sigmoid_causal"], specs["causal"]], impls,
+                        BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu"),
+                        wallclock_timer(2), progress=lambda _: None)
+    assert [r.variant for r in results] == ["sigmoid_causal", "causal"]
+    for r in results:
+        by = {i.impl: i for i in r.impls}
+        assert by["raises"].status == "error"
+        assert by["raises"].reason == "RuntimeError: kernel launch failed"
+        assert by["oom"].status == "oom"
+        assert by["fa4"].status == "unsupported"
+    assert {i.impl: i.status for i in results[0].impls}["sdpa"] == "unsupported"
+    assert {i.impl: i.status for i in results[1].impls}["sdpa"] == "ok"
+
+
+def test_no_reference_means_nothing_is_timed(specs):
+    def broken_reference(q, k, v):
+        raise ValueError("reference exploded")
+
+    spec = make_spec("broken", reference=broken_reference)
+    timer = CountingTimer()
+    results = run_bench([spec], [timer.for_impl("sdpa", PEERS["sdpa"])],
+                        BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu"),
+                        timer, progress=lambda _: None)
+    (r,) = results
+    assert r.reference.startswith("unavailable")
+    assert r.impls[0].status == "skipped" and timer.timed == []
+
+
+def test_broken_case_is_recorded(specs):
+    def bad_aux(shape, generator, device):
+        raise KeyError("doc lengths")
+
+    spec = make_spec("bad_aux", make_aux=bad_aux)
+    results = run_bench([spec], peer_impls(["sdpa"]),
+                        BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu"),
+                        wallclock_timer(2), progress=lambda _: None)
+    assert results[0].reference.startswith("case failed: KeyError")
+    assert results[0].impls[0].status == "skipped"
+
+
+def test_unknown_head_config_is_a_clear_error(specs):
+    with pytest.raises(ValueError, match="unknown head config 'nope'"):
+        run_bench([specs["causal"]], [], BenchConfig(configs=("nope",), device="cpu"),
+                  wallclock_timer(2))
