@@ -147,8 +147,6 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dims: S
         if t.dtype not in dtypes:
             raise TypeError(f"{what}: {name} has dtype {t.dtype}; supported: "
                             f"{', '.join(str(d) for d in dtypes)}")
-        if t.device.type != "cuda":
-            raise ValueError(f"{what}: {name} is on {t.device}; the kernel needs CUDA tensors")
         if t.stride(3) != 1:
             raise ValueError(f"{what}: {name} must be contiguous in its last dim "
                              f"(strides {t.stride()})")
@@ -156,6 +154,8 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dims: S
             raise ValueError(f"{what}: {name} needs 16-byte aligned rows: data pointer and "
                              "batch/head/row strides multiple of 8 elements "
                              f"(strides {t.stride()})")
+        if t.device.type != "cuda":
+            raise ValueError(f"{what}: {name} is on {t.device}; the kernel needs CUDA tensors")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"{what}: q, k, v dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
     if not (q.device == k.device == v.device):

@@ -16,6 +16,7 @@ _DIAGNOSTIC = re.compile(
     r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<severity>error|warning|catastrophic error)"
     r"(?: #\S+)?: (?P<message>.*)$"
 )
+FALLBACK_ROOTS = ("/usr/local/cuda",)  # searched after PATH, CUDA_HOME, CUDA_PATH
 _TOOL_ERROR = re.compile(
     r"^(?P<tool>ptxas|nvlink|nvcc|fatbinary)\s*(?:fatal|error)\s*: (?P<message>.*)$"
 )
@@ -26,7 +27,7 @@ def find_nvcc() -> Path:
     on_path = shutil.which("nvcc")
     if on_path:
         return Path(on_path)
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *FALLBACK_ROOTS):
         if root and (Path(root) / "bin" / "nvcc").is_file():
             return Path(root) / "bin" / "nvcc"
     raise NvccNotFoundError(
@@ -75,11 +76,12 @@ def run_nvcc(args: list[str], *, cwd: Path, rename: dict[str, str] | None = None
     proc = subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout_s)
     log = proc.stdout + proc.stderr
+    diagnostics = parse_diagnostics(log)  # before renaming: names may hold parentheses
     for path, name in (rename or {}).items():
         log = log.replace(path, name)
+        diagnostics = [(name if f == path else f, ln, sev, msg) for f, ln, sev, msg in diagnostics]
     if proc.returncode == 0:
         return log
-    diagnostics = parse_diagnostics(log)
     errors = [d for d in diagnostics if d[2] != "warning"]
     if errors:
         listed = "\n".join(f"  {f}:{ln}: {sev}: {msg}" if ln else f"  {f}: {sev}: {msg}"

@@ -154,3 +154,24 @@ def test_kernel_spec_passes_the_verifier():
     report = verify.verify(spec, lambda q, k, v, scale=None: fa_sm80.attention(q, k, v, scale),
                            device="cuda")
     assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_agrees_with_its_cuir(causal, d):
+    """Kernel (GPU) and its CuIR program (CPU executor, same config as metadata.json)
+    on the same inputs: the same numerics (bf16 P, fp32 accumulation), so they
+    agree far more closely than either needs to agree with float64."""
+    ir = pytest.importorskip("cubridge.ir")
+    cuir = pytest.importorskip("cubridge.kernels.fa_sm80.cuir")
+    cfg = vars(fa_sm80.metadata().config(d))
+    program = ir.attention_fn(cuir.FaSm80, causal=causal, **cfg)
+    q, k, v = _inputs(1, 4, 2, 200, 150, d, torch.bfloat16)
+    out, lse = fa_sm80.attention(q, k, v, causal=causal)
+    ir_out, ir_lse = program(q.cpu(), k.cpu(), v.cpu())
+    ref, _ = reference_attention(q, k, v, mask=_causal if causal else None)
+    assert rel_error(out.cpu(), ir_out.double()) < 0.5 * tolerance(torch.bfloat16)
+    assert rel_error(out, ref) < tolerance(torch.bfloat16)
+    assert torch.equal(torch.isinf(lse.cpu()), torch.isinf(ir_lse))
+    finite = torch.isfinite(ir_lse)
+    assert (lse.cpu()[finite] - ir_lse[finite]).abs().max().item() < 1e-4

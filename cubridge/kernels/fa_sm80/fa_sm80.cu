@@ -202,6 +202,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int q = row0 + mt * 16 + g + 8 * half;
+      const int q_hook = min(q, p.seqlen_q - 1);
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
@@ -209,10 +210,10 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
           const int k = k0 + j * 8 + 2 * t + e;
           float& x = s[mt][j][2 * half + e];
           if constexpr (hooks::kHasScoreMod) {
-            // Out-of-range rows/keys are masked or discarded; clamp so hooks never
-            // index aux tensors out of bounds.
-            x = hooks::score_mod(x * p.scale, b, h, min(q, p.seqlen_q - 1),
-                                 min(k, p.seqlen_k - 1), p.aux);
+            // Rows past Sq are discarded and keys past Sk (only in masked blocks)
+            // masked; clamp both so hooks never index aux tensors out of bounds.
+            x = hooks::score_mod(x * p.scale, b, h, q_hook, kMasked ? min(k, p.seqlen_k - 1) : k,
+                                 p.aux);
           }
           bool allowed = true;
           if constexpr (kMasked) {

@@ -1,0 +1,98 @@
+"""nvcc -> cubin: the content cache, the ptxas report kept with the artifact,
+compile errors with file and line, and CuTe headers from nvidia-cutlass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cubridge.build import CompileError, NvccNotFoundError, compile_cuda, cutlass_include_dir
+from cubridge.build import nvcc as nvcc_module
+from cubridge.build.nvcc import nvcc_available
+
+requires_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found on PATH")
+pytestmark = [pytest.mark.nvcc, requires_nvcc]
+
+SCALE_KERNEL = """\
+#include "cubridge_hooks.cuh"
+extern "C" __global__ void scale(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = cubridge_hooks::activation(x[i]) * FACTOR;
+}
+"""
+HOOKS = """\
+#pragma once
+#include "hook_types.cuh"
+namespace cubridge_hooks {
+CUBRIDGE_HD float activation(float s) { return s > 0.f ? s : 0.f; }
+}
+"""
+
+
+def test_cache_key_covers_source_hooks_defines_and_arch(tmp_path):
+    build = lambda **kw: compile_cuda(SCALE_KERNEL, cache_dir=tmp_path, **{
+        "arch": "sm_80", "hooks_header": HOOKS, "defines": {"FACTOR": 2}, **kw})
+    first = build()
+    assert not first.from_cache
+    again = build()
+    assert again.from_cache and again.key == first.key and again.cubin() == first.cubin()
+    keys = {first.key,
+            build(defines={"FACTOR": 3}).key,
+            build(arch="sm_90a").key,
+            build(hooks_header=HOOKS.replace("0.f ? s", "1.f ? s")).key}
+    assert len(keys) == 4
+    res = first.resources_of("scale")
+    assert res.arch == "sm_80" and 0 < res.registers < 64 and not res.spills
+    recipe = json.loads((first.directory / "recipe.json").read_text())
+    assert recipe["arch"] == "sm_80" and "release" in recipe["nvcc"]
+    assert (first.directory / "cubridge_hooks.cuh").read_text() == HOOKS
+    assert "Used" in first.log
+
+
+def test_compile_errors_name_file_and_line(tmp_path):
+    bad = SCALE_KERNEL.replace("x[i] =", "undefined_thing; x[i] =")
+    with pytest.raises(CompileError) as info:
+        compile_cuda(bad, arch="sm_80", hooks_header=HOOKS, defines={"FACTOR": 1},
+                     cache_dir=tmp_path)
+    assert "kernel.cu (source text):4: error:" in str(info.value)
+    assert "undefined_thing" in str(info.value)
+    assert info.value.diagnostics and info.value.diagnostics[0][1] == 4
+    bad_hooks = HOOKS.replace("return s", "return q")
+    with pytest.raises(CompileError, match=r"cubridge_hooks.cuh \(generated\):4: error"):
+        compile_cuda(SCALE_KERNEL, arch="sm_80", hooks_header=bad_hooks,
+                     defines={"FACTOR": 1}, cache_dir=tmp_path)
+    assert not list((tmp_path / "cubin").rglob("kernel.cubin"))  # failures are not cached
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(nvcc_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(nvcc_module, "FALLBACK_ROOTS", ())
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    with pytest.raises(NvccNotFoundError, match="nvcc not found"):
+        compile_cuda(SCALE_KERNEL, arch="sm_80", cache_dir=tmp_path)
+
+
+def test_cute_headers_from_nvidia_cutlass_compile_for_sm90a(tmp_path):
+    include = cutlass_include_dir()
+    assert (include / "cute" / "tensor.hpp").is_file()
+    source = """\
+#include <cute/tensor.hpp>
+extern "C" __global__ void copy_tile(const float* src, float* dst) {
+  using namespace cute;
+  auto layout = make_layout(make_shape(Int<8>{}, Int<4>{}), LayoutRight{});
+  Tensor s = make_tensor(make_gmem_ptr(src), layout);
+  Tensor d = make_tensor(make_gmem_ptr(dst), layout);
+  d(threadIdx.x % 8, threadIdx.x / 8 % 4) = s(threadIdx.x % 8, threadIdx.x / 8 % 4);
+}
+"""
+    compiled = compile_cuda(source, arch="sm_90a", use_cutlass=True, cache_dir=tmp_path)
+    assert compiled.resources_of("copy_tile").registers > 0
+    assert compiled.cubin_path.stat().st_size > 0
+
+
+def test_source_file_must_exist(tmp_path):
+    with pytest.raises(Exception, match="does not exist"):
+        compile_cuda(Path(tmp_path / "nope.cu"), arch="sm_80", cache_dir=tmp_path)

@@ -1,0 +1,75 @@
+"""Parsers of compiler output and architecture names (no nvcc needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cubridge.build import (
+    UnsupportedArchError,
+    arch_for_capability,
+    check_supported,
+    gencode_flag,
+    parse_arch,
+    parse_diagnostics,
+    parse_ptxas_report,
+)
+
+PTXAS_LOG = """\
+ptxas info    : 0 bytes gmem, 28 bytes cmem[3]
+ptxas info    : Compiling entry function 'fa_fwd' for 'sm_90a'
+ptxas info    : Function properties for fa_fwd
+    112 bytes stack frame, 108 bytes spill stores, 96 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 112 bytes cumulative stack size
+ptxas info    : Function properties for helper
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function '_Z5smallPf' for 'sm_80'
+ptxas info    : Function properties for _Z5smallPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers, 4096 bytes smem, 360 bytes cmem[0]
+"""
+
+
+def test_ptxas_report_reads_registers_smem_and_spills():
+    report = parse_ptxas_report(PTXAS_LOG)
+    assert set(report) == {"fa_fwd", "_Z5smallPf"}
+    fa = report["fa_fwd"]
+    assert (fa.arch, fa.registers, fa.barriers) == ("sm_90a", 255, 1)
+    assert (fa.stack_frame_bytes, fa.spill_store_bytes, fa.spill_load_bytes) == (112, 108, 96)
+    assert fa.spills
+    small = report["_Z5smallPf"]
+    assert (small.arch, small.registers, small.smem_bytes, small.spills) == ("sm_80", 12, 4096,
+                                                                             False)
+
+
+def test_ptxas_report_without_spill_line_fails_loudly():
+    broken = "ptxas info    : Compiling entry function 'k' for 'sm_80'\n" \
+             "ptxas info    : Used 10 registers\n"
+    with pytest.raises(ValueError, match="no stack/spill line"):
+        parse_ptxas_report(broken)
+
+
+def test_diagnostics_give_file_line_and_message():
+    log = (
+        "/tmp/x/kernel.cu(12): error: identifier \"foo\" is undefined\n"
+        "  int a = foo;\n"
+        "/tmp/x/hooks.cuh(3): warning #177-D: variable \"b\" was declared but never referenced\n"
+        "ptxas fatal   : Unresolved extern function 'bar'\n"
+    )
+    assert parse_diagnostics(log) == [
+        ("/tmp/x/kernel.cu", 12, "error", 'identifier "foo" is undefined'),
+        ("/tmp/x/hooks.cuh", 3, "warning", 'variable "b" was declared but never referenced'),
+        ("ptxas", 0, "error", "Unresolved extern function 'bar'"),
+    ]
+
+
+def test_arch_names():
+    assert parse_arch("sm_90a") == (9, 0, "a")
+    assert parse_arch("sm_80") == (8, 0, "")
+    assert gencode_flag("sm_90a") == "-gencode=arch=compute_90a,code=sm_90a"
+    assert arch_for_capability(9, 0) == "sm_90a"
+    assert arch_for_capability(8, 6) == "sm_86"
+    with pytest.raises(UnsupportedArchError, match="not of the form"):
+        parse_arch("hopper")
+    with pytest.raises(UnsupportedArchError, match="needs sm_80 or newer; this device is sm_75"):
+        check_supported("sm_75", "sm_80", "kernel x")
+    check_supported("sm_90a", "sm_80", "kernel x")

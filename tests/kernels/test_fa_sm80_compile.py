@@ -1,0 +1,60 @@
+"""fa_sm80 compiles for sm_80 and sm_90a with no register spills (CI runs this
+wherever nvcc exists), its host-side parameter struct matches the C++ one, and
+hook headers written to docs/hooks.md compile into it."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+import torch
+from kernel_helpers import requires_nvcc
+
+from cubridge.build import compile_cuda
+from cubridge.build.attention_op import AuxArgs, FwdParams
+from cubridge.kernels import fa_sm80
+
+pytestmark = [pytest.mark.nvcc, requires_nvcc]
+HOOKS = Path(__file__).parent / "hooks"
+ARCHS = fa_sm80.metadata().compile_only_archs
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_library_kernel_compiles_without_spills(arch, d, dtype, causal):
+    compiled = fa_sm80.compile_for(d, dtype, arch, causal=causal)
+    res = compiled.resources_of(fa_sm80.metadata().entry)
+    assert res.arch == arch
+    assert not res.spills, f"{arch} D{d} {dtype} causal={causal} spills: {res}"
+    assert res.stack_frame_bytes == 0 and res.registers <= 255
+    assert b"cubridge_kernel_info" in compiled.cubin()
+
+
+@pytest.mark.parametrize("header", sorted(p.name for p in HOOKS.glob("*.cuh")))
+@pytest.mark.parametrize("d", [64, 128])
+def test_hook_headers_compile_without_spills_on_sm90a(header, d):
+    compiled = fa_sm80.compile_for(d, torch.bfloat16, "sm_90a",
+                                   hooks_header=(HOOKS / header).read_text())
+    assert not compiled.resources_of(fa_sm80.metadata().entry).spills
+
+
+def test_host_params_struct_matches_the_kernel(tmp_path):
+    """static_asserts on sizeof/offsetof, compiled against the kernel source itself."""
+    checks = [f"static_assert(sizeof(FwdParams) == {ctypes.sizeof(FwdParams)});",
+              f"static_assert(sizeof(cubridge::AuxArgs) == {ctypes.sizeof(AuxArgs)});"]
+    for name, *_ in FwdParams._fields_:
+        offset = getattr(FwdParams, name).offset
+        checks.append(f"static_assert(offsetof(FwdParams, {name}) == {offset}, \"{name}\");")
+    source = (f'#include <cstddef>\n#include "{fa_sm80.metadata().source}"\n'
+              + "\n".join(checks) + "\n")
+    compiled = compile_cuda(source, arch="sm_80", defines={"CUBRIDGE_HEAD_DIM": 128},
+                            cache_dir=tmp_path)
+    assert compiled.resources_of("fa_sm80_fwd").registers > 0
+
+
+def test_causal_and_generated_hooks_are_exclusive():
+    with pytest.raises(ValueError, match="causal=True applies to the default hooks only"):
+        fa_sm80.compile_for(128, torch.bfloat16, "sm_90a", causal=True, hooks_header="x")

@@ -1,0 +1,96 @@
+"""The kernel library on the CPU: metadata, the spec file, the torch op's fake
+implementation and the clear errors for bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from kernel_helpers import reference_attention
+
+from cubridge.build import NoGpuError, UnsupportedArchError
+from cubridge.build.driver import require_cuda_device
+from cubridge.kernels import KERNELS_DIR, fa_sm80, list_kernels, load_metadata
+
+
+def test_registry_lists_fa_sm80_with_its_metadata():
+    assert "fa_sm80" in list_kernels()
+    meta = load_metadata("fa_sm80")
+    assert meta.entry == "fa_sm80_fwd" and meta.source.name == "fa_sm80.cu"
+    assert set(meta.head_dims) == {64, 128}
+    assert set(meta.dtypes) == {torch.bfloat16, torch.float16}
+    assert {"sm_80", "sm_90a"} <= set(meta.compile_only_archs)
+    cfg = meta.config(128)
+    assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.stages) == (128, 64, 4, 2)
+    with pytest.raises(ValueError, match="no tile config for head dim 96"):
+        meta.config(96)
+    with pytest.raises(ValueError, match="no kernel 'nope'"):
+        load_metadata("nope")
+
+
+def test_bad_metadata_names_file_and_field(tmp_path, monkeypatch):
+    raw = json.loads((KERNELS_DIR / "fa_sm80" / "metadata.json").read_text())
+    del raw["entry"]
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "metadata.json").write_text(json.dumps(raw))
+    (tmp_path / "broken" / "fa_sm80.cu").write_text("")
+    monkeypatch.setattr("cubridge.kernels.KERNELS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"broken/metadata.json: missing field 'entry'"):
+        load_metadata("broken")
+
+
+def test_metadata_config_matches_the_cuir_program():
+    cuir = pytest.importorskip("cubridge.kernels.fa_sm80.cuir")
+    program = cuir.FaSm80()  # its defaults are the config the CUDA kernel is built with
+    for d in fa_sm80.metadata().head_dims:
+        cfg = fa_sm80.metadata().config(d)
+        assert {name: getattr(program, name) for name in vars(cfg)} == vars(cfg)
+        cuir.FaSm80(**vars(cfg))  # and the CuIR accepts every config the metadata lists
+
+
+def test_spec_file_loads_and_matches_float64_attention():
+    loader = pytest.importorskip("cubridge.spec.loader")
+    spec = loader.load(KERNELS_DIR / "fa_sm80" / "spec.py")
+    assert spec.name == "fa_sm80" and spec.returns_lse
+    q, k, v = torch.randn(1, 4, 9, 64), torch.randn(1, 2, 11, 64), torch.randn(1, 2, 11, 64)
+    out, lse = spec.reference(q.double(), k.double(), v.double())
+    ref, ref_lse = reference_attention(q, k, v)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(lse, ref_lse)
+
+
+def test_fake_implementation_gives_output_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 8, 100, 128, dtype=torch.bfloat16)
+        k = torch.empty(2, 2, 70, 128, dtype=torch.bfloat16)
+        out, lse = torch.ops.cubridge.attention_fwd(q, k, k, [], 0.1, "any-key")
+        assert out.shape == (2, 8, 100, 128) and out.dtype == torch.bfloat16
+        assert lse.shape == (2, 8, 100) and lse.dtype == torch.float32
+
+
+def test_bad_inputs_are_rejected_before_any_gpu_work():
+    q = torch.randn(1, 4, 64, 128, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="q has dtype torch.float32"):
+        fa_sm80.attention(q.float(), q.float(), q.float())
+    with pytest.raises(ValueError, match="must be 4-D"):
+        fa_sm80.attention(q[0], q, q)
+    with pytest.raises(ValueError, match="contiguous in its last dim"):
+        fa_sm80.attention(q.transpose(2, 3), q, q)
+    with pytest.raises(ValueError, match="16-byte aligned rows"):
+        fa_sm80.attention(q[..., 1:121], q[..., :120], q[..., :120])
+    with pytest.raises(ValueError, match="q is on cpu; the kernel needs CUDA tensors"):
+        fa_sm80.attention(q, q, q)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_no_gpu_is_a_clear_error():
+    with pytest.raises(NoGpuError, match="no CUDA GPU available"):
+        require_cuda_device()
+
+
+def test_too_old_arch_is_rejected():
+    with pytest.raises(UnsupportedArchError, match="needs sm_80 or newer; this device is sm_75"):
+        fa_sm80.compile_for(128, torch.bfloat16, "sm_75")
