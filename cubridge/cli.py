@@ -9,7 +9,9 @@ import sys
 
 # Modules that register sub-commands, in the order `cubridge --help` lists them.
 COMMAND_MODULES = [
+    "cubridge.pipeline.commands",
     "cubridge.bench.commands",
+    "cubridge.build.commands",
     "cubridge.ir.commands",
     "cubridge.doctor",
     "cubridge.llm.commands",

@@ -73,3 +73,12 @@ def test_arch_names():
     with pytest.raises(UnsupportedArchError, match="needs sm_80 or newer; this device is sm_75"):
         check_supported("sm_75", "sm_80", "kernel x")
     check_supported("sm_90a", "sm_80", "kernel x")
+
+
+def test_cli_registers_build_and_kernels(capsys):
+    from cubridge.cli import main
+
+    assert main(["kernels"]) == 0
+    assert "fa_sm80" in capsys.readouterr().out
+    assert main(["build", "not_a_kernel"]) == 2
+    assert "no build recipe" in capsys.readouterr().err
