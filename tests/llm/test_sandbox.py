@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
+import cubridge
 from cubridge.llm import SandboxError, SandboxLimits, StaticCheckError, check_source, run_generated
 
 GOOD_CUIR = """
@@ -176,3 +178,22 @@ def test_torch_code_runs_with_torch_preloaded():
     assert (
         run_generated(source, call="f", args=(5,), limits=SandboxLimits(timeout_s=60)).value == 10
     )
+
+
+LIBRARY_CUIR = sorted(Path(cubridge.__file__).parent.glob("kernels/*/cuir.py"))
+
+
+def test_the_library_cuir_programs_pass_the_static_check():
+    """Expert CuIR is what generated CuIR imitates: the allow-list must accept it."""
+    if not LIBRARY_CUIR:
+        pytest.skip("no kernels/*/cuir.py in the kernel library yet")
+    for path in LIBRARY_CUIR:
+        check_source(path.read_text(), filename=path.name)
+
+
+def test_a_library_cuir_program_loads_in_the_sandbox():
+    if not LIBRARY_CUIR:
+        pytest.skip("no kernels/*/cuir.py in the kernel library yet")
+    source = LIBRARY_CUIR[0].read_text()
+    names = run_generated(source, filename="cuir.py", entry="builtins:dir").value
+    assert "KernelBase" in names

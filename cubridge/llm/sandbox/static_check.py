@@ -4,7 +4,7 @@ Generated CuIR may import only cubridge.ir (and its submodules), torch (and
 torch.nn.functional) and math, and may not reach files, the network or other
 processes: no open/exec/eval/compile/__import__/globals/locals/vars, no
 getattr & co. with a computed name, no dunder attributes or names (except
-`super().__init__`-style calls and `__name__`), no string literal naming a
+`super().__init__`-style calls, `__name__` and `__all__`), no string literal naming a
 dunder (which str.format could reach), no private or I/O parts of torch
 (torch.load, torch.hub, torch.utils, torch._C...), and imported modules may
 only be used as `module.name`, never passed around. This is a first line of
@@ -125,7 +125,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in FORBIDDEN_BUILTINS:
             self.flag(node, f"{node.id}() is not allowed (no file, code or namespace access)")
-        elif _DUNDER.fullmatch(node.id) and node.id != "__name__":
+        elif _DUNDER.fullmatch(node.id) and node.id not in ("__name__", "__all__"):
             self.flag(node, f"the name {node.id} is not allowed")
         elif node.id in self.module_aliases and not self._is_attribute_value(node):
             self.flag(
