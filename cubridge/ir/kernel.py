@@ -328,8 +328,8 @@ class KernelBase(HookDefaults):
 
     # -- compute ------------------------------------------------------------------------
 
-    def gemm(self, a: Operand, b: Operand, acc: Tile, *, trans_b: bool = False,
-             accumulate: bool = True) -> None:
+    def gemm(self, a: Tile | torch.Tensor, b: Tile | torch.Tensor, acc: Tile, *,
+             trans_b: bool = False, accumulate: bool = True) -> None:
         """Synchronous matrix product on the worker's warps (mma.sync m16n8k16):
         acc[M, N] (+)= a[M, K] @ b[K, N], or a @ b[N, K]^T with `trans_b`.
 
@@ -349,7 +349,7 @@ class KernelBase(HookDefaults):
         check_write(acc, w, loc, "gemm")
         _mma(a, b, acc, trans_b, accumulate)
 
-    def gemm_async(self, a: Operand, b: Tile, acc: Tile, *, trans_b: bool = False,
+    def gemm_async(self, a: Tile | torch.Tensor, b: Tile, acc: Tile, *, trans_b: bool = False,
                    accumulate: bool = True) -> None:
         """Asynchronous warpgroup matrix product (wgmma.mma_async m64nNk16, sm90):
         acc[M, N] (+)= a[M, K] @ b[K, N] (or b[N, K]^T with `trans_b`).
@@ -535,19 +535,25 @@ class KernelBase(HookDefaults):
         """Apply the hooks to a scaled fp32 score tile s [M, N] of block kind
         `kind`, with q_idx [M, 1] and kv_idx [1, N] absolute positions. Returns
         (s, allowed): s after score_mod (when overridden), and the bool [M, N]
-        tile of pairs that take part: the tail mask kv_idx < Sk always, and
-        mask_mod on PARTIAL blocks."""
+        tile of pairs that take part: the tail masks kv_idx < Sk and q_idx < Sq
+        always, and mask_mod on PARTIAL blocks. The hooks see indices clamped
+        to Sq - 1 / Sk - 1, so they never index aux tensors out of bounds.
+        `b` and `h` reach score_mod / mask_mod as 0-d int64 tensors."""
         loc = caller_loc()
         bt, ht = torch.tensor(b), torch.tensor(h)
+        # Rows past Sq and keys past Sk are discarded; clamp so hooks never index
+        # aux tensors out of bounds (as the CUDA kernels do).
+        q_in = q_idx.clamp(max=self.seqlen_q - 1)
+        kv_in = kv_idx.clamp(max=self.seqlen_k - 1)
         if self.has_score_mod:
-            s2 = self.score_mod(s, bt, ht, q_idx, kv_idx)
+            s2 = self.score_mod(s, bt, ht, q_in, kv_in)
             if not isinstance(s2, torch.Tensor) or s2.shape != s.shape:
                 raise ProgramError(f"score_mod returned {getattr(s2, 'shape', type(s2))}, "
                                    f"expected a tensor of shape {tuple(s.shape)}", loc=loc)
             s = s2.to(torch.float32)
-        allowed = (kv_idx < self.seqlen_k).expand(s.shape)
+        allowed = ((kv_idx < self.seqlen_k) & (q_idx < self.seqlen_q)).expand(s.shape)
         if kind is BlockKind.PARTIAL and self.has_mask_mod:
-            m = self.mask_mod(bt, ht, q_idx, kv_idx)
+            m = self.mask_mod(bt, ht, q_in, kv_in)
             if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
                 raise ProgramError("mask_mod must return a bool tensor", loc=loc)
             allowed = allowed & m

@@ -64,6 +64,16 @@ def _overlaps(lo: int, hi: int, a: int, b: int) -> bool:
     return lo < b and a < hi
 
 
+def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> bool:
+    """Do the row ranges `spans` cover [lo, hi)?"""
+    at = lo
+    for a, b in sorted(spans):
+        if a > at:
+            break
+        at = max(at, b)
+    return at >= hi
+
+
 class Buffer:
     """An allocation: `stages` copies of a tile of `shape` and `dtype` in one space."""
 
@@ -96,7 +106,10 @@ class Buffer:
 class Tile:
     """A view of a buffer: a whole (unstaged) buffer, one stage, or a row range
     of either. `tile[s]` selects stage s of a staged buffer; `tile.rows(r0, n)`
-    selects rows r0..r0+n-1 of the first tile dimension."""
+    selects rows r0..r0+n-1 of the first tile dimension. Attributes: `shape`
+    (of one stage), `dtype`, `space`, `nbytes` (bytes of this view, what a
+    copy of it transfers). Programs never touch a tile's data directly: they
+    move it with copy / copy_async / load / store and compute on it with gemm."""
 
     def __init__(self, buffer: Buffer, stage: int | None, row0: int, nrows: int):
         self.buffer = buffer
@@ -115,6 +128,9 @@ class Tile:
         return Tile(b, stage, self.row0, self.nrows)
 
     def rows(self, start: int, count: int) -> Tile:
+        """Rows start..start+count-1 of this view (e.g. one consumer's share of a
+        Q tile); hazards are tracked per row range, so disjoint row ranges
+        written by different workers do not conflict."""
         if start < 0 or count <= 0 or start + count > self.nrows:
             raise ProgramError(f"rows({start}, {count}) out of range for {self} "
                                f"with {self.nrows} rows")
@@ -189,6 +205,10 @@ def check_read(tile: Tile, w: Worker, loc: SourceLoc, what: str) -> None:
                 raise HazardError(
                     f"{what} reads {tile} while {op.what} issued at {op.loc} by "
                     f"{op.worker.name} is still in flight ({hint})", loc=loc, worker=w.name)
+        if tile.space is SMEM and not _covered(lo, hi, [(a.lo, a.hi) for a in reg.writes]):
+            raise HazardError(f"{what} reads {tile}, which nothing has written yet (a wait "
+                              "that returned too early, or a missing load)", loc=loc,
+                              worker=w.name)
         for acc in reg.writes:
             if not _overlaps(lo, hi, acc.lo, acc.hi):
                 continue
@@ -315,7 +335,9 @@ class Global:
 
 
 class GlobalTile:
-    """A box of a Global: leading index, then `rows` rows from `start`."""
+    """A box of a Global: leading index, then `rows` rows from `start`; its
+    `shape` is (rows, *trailing dims), `nbytes` counts every row (including
+    rows past the end, as TMA transaction bytes do)."""
 
     space = GMEM
 

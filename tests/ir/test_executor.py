@@ -1,0 +1,226 @@
+"""Executor semantics on small purpose-built kernels: barrier phases, named
+barriers, async groups, policies, ownership and error locations."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+from cubridge.ir import (
+    GMEM,
+    POLICIES,
+    RMEM,
+    SMEM,
+    DeadlockError,
+    HazardError,
+    KernelBase,
+    PipelineState,
+    ProgramError,
+    StaticCheckError,
+    SyncError,
+    execute,
+)
+from cubridge.ir import tile_math as tm
+
+
+def _line(fn, text: str) -> str:
+    lines, start = inspect.getsourcelines(fn)
+    hits = [start + i for i, line in enumerate(lines) if text in line]
+    assert len(hits) == 1, text
+    return f"test_executor.py:{hits[0]}"
+
+
+def _inputs(sq: int = 64, sk: int = 64, d: int = 64) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(0)
+    return (torch.randn(1, 1, sq, d, generator=gen).bfloat16(),
+            torch.randn(1, 1, sk, d, generator=gen).bfloat16(),
+            torch.randn(1, 1, sk, d, generator=gen).bfloat16())
+
+
+class CopyThrough(KernelBase):
+    """A producer TMA-loads V into SMEM; a consumer stores it to O. The shape
+    of every pipeline; subclasses break one thing each."""
+
+    arch = "sm90"
+    block_n = 64
+
+    def grid(self):
+        return (1,)
+
+    def run(self, _):
+        self.buf = self.alloc(SMEM, (64, self.head_dim), self.dtype)
+        self.full = self.barrier(1)
+        self.bind(self.producer, warpgroup=0)
+        self.bind(self.consumer, warpgroup=1)
+
+    def producer(self):
+        self.full.arrive_expect_tx(self.buf.nbytes)
+        self.copy_async(self.buf, self.v.tile(0, 0, start=0, rows=64), self.full)
+
+    def consumer(self):
+        self.full.wait(0)
+        self.copy(self.o.tile(0, 0, start=0, rows=64), self.load(self.buf))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_tma_pipeline_delivers_the_data(policy: str) -> None:
+    q, k, v = _inputs()
+    out, _ = execute(CopyThrough(), q, k, v, policy=policy)
+    assert torch.equal(out, v)
+
+
+def test_wait_for_the_other_parity_returns_at_once_on_a_fresh_barrier() -> None:
+    class WrongParity(CopyThrough):
+        def consumer(self):
+            self.full.wait(1)  # returns at once: parity 1 "completed" before phase 0
+            self.copy(self.o.tile(0, 0, start=0, rows=64), self.load(self.buf))
+
+    with pytest.raises(HazardError) as info:
+        execute(WrongParity(), *_inputs(), policy="delayed")
+    assert _line(WrongParity.consumer, "self.load(self.buf)") in str(info.value)
+    assert "worker consumer" in str(info.value)
+
+
+def test_named_barrier_overflow_and_leftover_arrivals_are_sync_errors() -> None:
+    class Leftover(CopyThrough):
+        def run(self, _):
+            super().run(_)
+            self.turn = self.named_barrier(256, "turn")
+
+        def producer(self):
+            super().producer()
+            self.turn.arrive()  # nobody else ever arrives
+
+    with pytest.raises(SyncError, match="named barrier turn ends the CTA mid-phase: 128 of 256"):
+        execute(Leftover(), *_inputs())
+
+
+def test_unwaited_async_group_at_worker_exit_is_a_static_check_error() -> None:
+    class NoWait(KernelBase):
+        arch = "sm90"
+
+        def grid(self):
+            return (1,)
+
+        def run(self, _):
+            self.kt = self.alloc(SMEM, (64, self.head_dim), self.dtype)
+            self.bind(self.mma, warpgroup=0)
+
+        def mma(self):
+            self.copy(self.kt, self.k.tile(0, 0, start=0, rows=64))
+            self.sync_threads()  # per-thread stores are visible to the warpgroup after a sync
+            acc = self.alloc(RMEM, (64, 64), torch.float32)
+            self.gemm_async(self.kt, self.kt, acc, trans_b=True, accumulate=False)
+            self.commit()
+
+    with pytest.raises(StaticCheckError) as info:
+        execute(NoWait(), *_inputs())
+    msg = str(info.value)
+    assert "never waited" in msg and "worker mma" in msg
+    assert _line(NoWait.mma, "self.gemm_async(") in msg
+
+
+def test_deadlock_names_each_worker_and_its_line() -> None:
+    class NeverArrives(CopyThrough):
+        def producer(self):
+            pass
+
+    with pytest.raises(DeadlockError) as info:
+        execute(NeverArrives(), *_inputs())
+    msg = str(info.value)
+    assert "producer: finished" in msg
+    assert "consumer: waiting on barrier full for the phase of parity 0" in msg
+    assert _line(CopyThrough.consumer, "self.full.wait(0)") in msg
+
+
+def test_registers_are_private_and_memory_spaces_are_checked() -> None:
+    class SharesRegisters(CopyThrough):
+        def producer(self):
+            self.acc = self.alloc(RMEM, (64, 64), torch.float32)
+            self.store(self.acc, tm.full((64, 64), 1.0))
+            self.full.arrive_expect_tx(self.buf.nbytes)
+            self.copy_async(self.buf, self.v.tile(0, 0, start=0, rows=64), self.full)
+
+        def consumer(self):
+            self.full.wait(0)
+            self.load(self.acc)
+
+    with pytest.raises(ProgramError, match="in registers of producer; consumer cannot touch it"):
+        execute(SharesRegisters(), *_inputs(), policy="eager")
+
+    class GlobalAlloc(CopyThrough):
+        def run(self, _):
+            self.alloc(GMEM, (4, 4), torch.float32)
+
+    with pytest.raises(ProgramError, match="GMEM is not allocated by kernels"):
+        execute(GlobalAlloc(), *_inputs())
+
+
+def test_python_errors_in_kernel_code_name_the_ir_line() -> None:
+    class Typo(CopyThrough):
+        def consumer(self):
+            self.full.wait(0)
+            x = self.load(self.buf)
+            self.copy(self.o.tile(0, 0, start=0, rows=64), x @ x)  # 64x64 @ 64x64: shape ok
+            self.no_such_primitive()
+
+    with pytest.raises(ProgramError) as info:
+        execute(Typo(), *_inputs())
+    msg = str(info.value)
+    assert "AttributeError" in msg and _line(Typo.consumer, "self.no_such_primitive()") in msg
+
+
+def test_policies_interleave_differently() -> None:
+    order: list[str] = []
+
+    class Chatty(CopyThrough):
+        def run(self, _):
+            self.buf = self.alloc(SMEM, (64, self.head_dim), self.dtype)
+            self.full = self.barrier(1)
+            for i in range(3):
+                self.bind(self.talker, i, warps=1, name=f"w{i}")
+
+        def talker(self, i):
+            for _ in range(3):
+                order.append(f"w{i}")
+                self.sync_threads()
+
+    traces = {}
+    for policy in POLICIES:
+        order.clear()
+        execute(Chatty(), *_inputs(), policy=policy)
+        traces[policy] = list(order)
+        assert sorted(order) == sorted([f"w{i}" for i in range(3)] * 3)
+    assert len({tuple(t) for t in traces.values()}) >= 3, traces
+
+
+def test_copy_async_zero_fills_rows_past_the_end_and_counts_their_bytes() -> None:
+    q, k, v = _inputs(sk=40)
+    out, _ = execute(CopyThrough(), torch.cat([q] * 1, 2), k, v, policy="delayed")
+    # v has 40 rows: the 64-row box lands 40 real rows and 24 zero rows, all 64 counted
+    assert torch.equal(out[0, 0, :40], v[0, 0])
+    assert torch.equal(out[0, 0, 40:64], torch.zeros(24, 64, dtype=v.dtype))
+
+
+def test_pipeline_state_flips_phase_when_the_ring_wraps() -> None:
+    st = PipelineState(3, phase=1)
+    seen = []
+    for _ in range(7):
+        seen.append((st.index, st.phase))
+        st.advance()
+    assert seen == [(0, 1), (1, 1), (2, 1), (0, 0), (1, 0), (2, 0), (0, 1)]
+
+
+def test_bad_inputs_get_clear_errors() -> None:
+    q, k, v = _inputs()
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        execute(CopyThrough(), q.float(), k.float(), v.float())
+    with pytest.raises(ValueError, match="Hq=3 is not a multiple of Hk=2"):
+        execute(CopyThrough(), q.expand(1, 3, 64, 64), k.expand(1, 2, 64, 64),
+                v.expand(1, 2, 64, 64))
+    with pytest.raises(ValueError, match="unknown scheduling policy 'lazy'"):
+        execute(CopyThrough(), q, k, v, policy="lazy")
+    with pytest.raises(ValueError, match="unexpected \\['bias'\\]"):
+        execute(CopyThrough(), q, k, v, aux={"bias": q})
