@@ -5,4 +5,31 @@ Parts (see docs/architecture.md): spec, ir, kernels, transfer, lower, build,
 verify, bench, llm; cli wires them for the user.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cubridge.pipeline.variant import VariantKernel
+
 __version__ = "0.1.0"
+
+
+def compile(spec: str | Path, *, kernel: str = "fa_sm80", out: Path | None = None,
+            seed: int | None = None) -> VariantKernel:  # noqa: A001 - the public verb
+    """The verified kernel of a spec file, ready to call inside a model:
+
+        attention = cubridge.compile("examples/specs/alibi_causal.py")
+        out, lse = attention(q, k, v, **aux)
+
+    Runs `cubridge run` without the benchmark (cached in the run directory):
+    transfer, IR verification, lowering, compilation and GPU verification.
+    Raises if any of them fails or this machine cannot finish them (no nvcc,
+    no GPU)."""
+    from cubridge.pipeline.run import RunOptions, run
+
+    result = run(spec, RunOptions(kernel=kernel, out=out, bench=False, seed=seed))
+    if result.stopped or result.kernel is None:
+        raise RuntimeError(f"cubridge.compile({spec}): {result.stopped or 'no kernel produced'}")
+    return result.kernel

@@ -96,6 +96,17 @@ class RunDir:
         self._save()
         self._log(f"[{name}] {rec.summary} ({rec.seconds:.1f}s)")
 
+    def run_stage(self, name: str, key: str, body: Callable[[StageRecord], None]) -> StageRecord:
+        """Run `body(rec)` as stage `name`, or reuse the record when the stage
+        already finished with the same key (a one-line 'cached' note)."""
+        cached = self.cached(name, key)
+        if cached is not None:
+            self._log(f"[{name}] cached: {cached.summary}")
+            return cached
+        with self.stage(name, key) as rec:
+            body(rec)
+        return rec
+
     def log(self, line: str) -> None:
         self._log(line)
 

@@ -1,0 +1,54 @@
+"""`cubridge run SPEC`: the main command (cubridge.pipeline.run does the work)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from exc
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run", help="spec -> verified, benchmarked CUDA kernel (transfer, lower, compile...)",
+        description="Load SPEC, transfer the library kernel's CuIR to it (hook rules), verify "
+        "the target CuIR on the CPU, generate the CUDA hooks, compile, verify on the GPU and "
+        "benchmark against the peers. Artifacts go to the run directory; unchanged stages are "
+        "reused, so a repeated run is nearly instant.")
+    p.add_argument("spec", type=Path, help="the spec file (see docs/specs.md)")
+    p.add_argument("--kernel", default="fa_sm80", help="source kernel (default fa_sm80)")
+    p.add_argument("--out", type=Path, help="run directory (default runs/<spec>-<hash>)")
+    p.add_argument("--arch", help="compile for this arch (default: the GPU's, else sm_90a)")
+    p.add_argument("--no-bench", action="store_true", help="stop after GPU verification")
+    p.add_argument("--seq-lens", type=_ints, default=[1024, 2048, 4096, 8192],
+                   help="benchmark sequence lengths (default 1024,2048,4096,8192)")
+    p.add_argument("--configs", type=_names, help="benchmark head configs (default: the spec's)")
+    p.add_argument("--peers", type=_names, help="peers to benchmark (default: all)")
+    p.add_argument("--seed", type=int, help="seed of the verifiers' random inputs")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from cubridge.pipeline.run import RunOptions, VerificationFailed, run
+    from cubridge.spec import SpecError
+
+    opts = RunOptions(kernel=args.kernel, out=args.out, arch=args.arch, bench=not args.no_bench,
+                      bench_seq_lens=args.seq_lens, bench_configs=args.configs,
+                      bench_peers=args.peers, seed=args.seed)
+    try:
+        result = run(args.spec, opts)
+    except (SpecError, VerificationFailed, FileNotFoundError, ValueError) as exc:
+        print(f"cubridge run: {exc}", file=sys.stderr)
+        return 1
+    print(f"run directory: {result.run_dir} (report.md)")
+    return 0 if not result.stopped else 3
