@@ -273,17 +273,18 @@ def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
                 name = f"kernel_d{d}_{str(dtype).removeprefix('torch.')}_{arch}.cubin"
                 shutil.copyfile(ck.cubin_path, run_dir.file(name))
                 res = ck.resources_of(meta.entry)  # type: ignore[attr-defined]
-                if res.spills:
-                    raise RuntimeError(f"{name}: ptxas reports register spills "
-                                       f"({res.spill_store_bytes} B stored)")
                 built.append((name, res))
         run_dir.write("resources.json", json.dumps(
             {n: r.to_json() for n, r in built}, indent=1))
         run_dir.write("kernel.py", MODULE_TEMPLATE.format(name=spec.name))
         rec.artifacts += [n for n, _ in built] + ["resources.json", "kernel.py"]
-        regs = ", ".join(f"{n.split('_' + arch)[0]}: {r.registers} regs "
-                         f"{r.smem_bytes} B smem" for n, r in built)
-        rec.summary = f"nvcc {arch}: {len(built)} cubin(s), no spills ({regs})"
+        # Spills in a generated variant cost speed, not correctness: report them.
+        regs = ", ".join(f"{n.split('_' + arch)[0]}: {r.registers} regs"
+                         + (f", SPILLS {r.spill_store_bytes} B" if r.spills else "")
+                         for n, r in built)
+        spilled = any(r.spills for _, r in built)
+        rec.summary = (f"nvcc {arch}: {len(built)} cubin(s), "
+                       f"{'register spills' if spilled else 'no spills'} ({regs})")
 
     run_dir.run_stage("compile", content_hash(base, arch), body)
 
