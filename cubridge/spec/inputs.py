@@ -51,7 +51,7 @@ class Inputs:
 
 
 def _randn(shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    return torch.randn(shape, generator=g, dtype=torch.float64)
+    return torch.randn(shape, generator=g, dtype=torch.float32)
 
 
 def make_qkv(

@@ -1,0 +1,135 @@
+"""Running an untrusted candidate in a worker process (spawned, not forked),
+one call at a time, with a timeout. A crash, a hang or a CUDA error ends the
+worker, not the verifier; the next call starts a fresh worker.
+
+The worker also blocks sockets (best effort: it keeps honest code from the
+network; it is not a security sandbox).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import socket
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from cubridge.spec.inputs import Inputs
+from cubridge.verify.candidate import CallOutcome, ImplRef, resolve_impl, run_candidate
+
+STARTUP_TIMEOUT_S = 120.0  # importing torch in a fresh process
+
+
+def _no_network(*args: object, **kwargs: object) -> None:
+    raise PermissionError("network access is disabled while verifying a candidate")
+
+
+def _worker(conn: Connection, impl_ref: ImplRef, spec_path: str | None) -> None:
+    socket.socket = _no_network  # type: ignore[assignment,misc]
+    socket.create_connection = _no_network  # type: ignore[assignment]
+
+    def load_spec() -> object:
+        if spec_path is None:
+            raise ValueError("this impl is a factory of the spec, and the spec has no file "
+                             "to load it from in the worker")
+        from cubridge.spec import load
+        return load(spec_path)
+
+    try:
+        impl = resolve_impl(impl_ref, load_spec)
+    except Exception as exc:
+        conn.send(("failed", f"could not load the impl: {type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        inputs, scale, device = message
+        conn.send(("done", run_candidate(impl, inputs, scale, device)))
+
+
+class IsolatedRunner:
+    """Calls the candidate in a worker process; see the module docstring."""
+
+    def __init__(self, impl_ref: ImplRef, spec_path: Path | None, timeout_s: float) -> None:
+        try:
+            pickle.dumps(impl_ref)
+        except Exception as exc:
+            raise ValueError(
+                f"isolate=True sends the impl to a worker process, but it cannot be pickled "
+                f"({exc}); pass a module-level function or a 'module:func' string") from exc
+        self.impl_ref = impl_ref
+        self.spec_path = str(spec_path) if spec_path is not None else None
+        self.timeout_s = timeout_s
+        self.process: mp.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.restart_after_error = False
+
+    def _start(self) -> str | None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker, args=(child, self.impl_ref, self.spec_path),
+                                   daemon=True, name="cubridge-verify-worker")
+        self.process.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(max(STARTUP_TIMEOUT_S, self.timeout_s)):
+            self.close()
+            return "the worker process did not start in time"
+        try:
+            tag, payload = parent.recv()
+        except EOFError:
+            return self._died("while starting")
+        if tag != "ready":
+            self.close()
+            return str(payload)
+        return None
+
+    def _died(self, when: str) -> str:
+        assert self.process is not None
+        self.process.join(5)
+        code = self.process.exitcode
+        self.close()
+        return f"the worker process died {when} (exit code {code})"
+
+    def call(self, inputs: Inputs, scale: float, device: str) -> CallOutcome:
+        if self.process is None or not self.process.is_alive() or self.restart_after_error:
+            self.close()
+            self.restart_after_error = False
+            if (problem := self._start()) is not None:
+                return CallOutcome("crash", message=problem)
+        assert self.conn is not None
+        try:
+            self.conn.send((inputs, scale, device))
+        except (BrokenPipeError, OSError):
+            return CallOutcome("crash", message=self._died("before the call"))
+        if not self.conn.poll(self.timeout_s):
+            self.close()
+            return CallOutcome("timeout", message=f"no result after {self.timeout_s:g} s; "
+                                                  "the worker was killed")
+        try:
+            _, outcome = self.conn.recv()
+        except EOFError:
+            return CallOutcome("crash", message=self._died("during the call"))
+        # A CUDA error leaves the context unusable: start afresh after any error there.
+        self.restart_after_error = outcome.status != "ok" and device.startswith("cuda")
+        return outcome
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.conn.close()
+            self.conn = None
+        if self.process is not None:
+            self.process.join(1)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(5)
+            self.process = None
