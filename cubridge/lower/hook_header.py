@@ -204,10 +204,11 @@ def generate_header(plan: HookPlan) -> HookHeader:
         f"constexpr bool kHasMaskMod = {'true' if plan.mask else 'false'};",
         "constexpr Normalizer kNormalizer = "
         f"{'Normalizer::Elementwise' if plan.elementwise else 'Normalizer::Softmax'};",
-        f"constexpr int kTableBlockM = {plan.table_block[0]};  // tiles of the block tables",
-        f"constexpr int kTableBlockN = {plan.table_block[1]};",
         "",
     ]
+    if plan.classification == "table":
+        parts += [f"constexpr int kTableBlockM = {plan.table_block[0]};  // tiles of the tables",
+                  f"constexpr int kTableBlockN = {plan.table_block[1]};", ""]
     if plan.score:
         body = f"  return {render_value(plan.score.node, slot_of, dtypes)};"
         body = _unused("s", "b", "h", "q", "k", "aux") + "\n" + body

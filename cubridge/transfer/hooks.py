@@ -43,6 +43,7 @@ class HookPlan:
     normalizer: Literal["softmax", "sigmoid", "relu"]
     classification: Classification
     aux: tuple[AuxInfo, ...]  # spec aux tensors the hooks read, in slot order
+    aux_names: tuple[str, ...] = ()  # every aux tensor the spec makes (callers pass all)
     mask_fn: Callable[..., torch.Tensor] | None = None  # the original mod (tables)
     table_block: tuple[int, int] = DEFAULT_TABLE_BLOCK
     table_depends_on_b: bool = False
@@ -105,6 +106,7 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
         normalizer=spec.normalizer,
         classification=classification,
         aux=ordered,
+        aux_names=tuple(aux),
         mask_fn=spec.mask_mod,
         table_block=table_block,
         table_depends_on_b="b" in mask_vars,

@@ -17,12 +17,42 @@ COMMON = Path(__file__).resolve().parents[2] / "cubridge" / "kernels" / "common"
 
 
 def compiler() -> list[str] | None:
-    """nvcc (host + device code, sm_80) where it exists, else g++ (host only)."""
-    if shutil.which("nvcc"):
-        return ["nvcc", "-x", "cu", "-arch=sm_80", "-std=c++17", "-O1", "-w"]
+    """g++ for the host program (fast; CUBRIDGE_HD is plain inline there), else
+    nvcc. test_headers_compile_for_device checks the device side with nvcc."""
     if shutil.which("g++"):
-        return ["g++", "-x", "c++", "-std=c++17", "-O1"]
+        return ["g++", "-x", "c++", "-std=c++17", "-O1", "-Wall", "-Werror"]
+    if shutil.which("nvcc"):
+        return ["nvcc", "-x", "cu", "-arch=sm_80", "-std=c++17", "-O1"]
     return None
+
+
+def device_compile(headers: list[HookHeader], workdir: Path) -> None:
+    """Compile every header for sm_80 and sm_90a in one translation unit (each in
+    its own namespace), with a kernel calling each hook so none is skipped."""
+    parts = ['#include "hook_types.cuh"']
+    for i, h in enumerate(headers):
+        text = h.text.replace("#pragma once", "")
+        text = text.replace("namespace cubridge_hooks {", f"namespace cubridge_hooks_{i} {{")
+        parts += [text, f"""
+__global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
+  using namespace cubridge_hooks_{i};
+  const int q = threadIdx.x, k = threadIdx.y;
+  float s = score_mod(out[0], 0, 0, q, k, aux) + activation(out[1]);
+  s += mask_mod(0, 0, q, k, aux) ? 1.0f : 0.0f;
+  s += static_cast<float>(block_kind(0, 0, q, q + 64, k, k + 64, aux));
+  s += static_cast<float>(kv_block_range(0, 0, q, q + 64, 64, 4, aux).hi);
+  s += kHasScoreMod + kHasMaskMod + static_cast<int>(kNormalizer);
+  out[q * 64 + k] = s;
+}}"""]
+    workdir.mkdir(parents=True, exist_ok=True)
+    src = workdir / "all_hooks.cu"
+    src.write_text("\n".join(parts))
+    cmd = ["nvcc", "-std=c++17", "-c", "-Werror", "all-warnings", f"-I{COMMON}",
+           "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a",
+           str(src), "-o", str(workdir / "all_hooks.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise AssertionError(f"nvcc failed on the generated hooks:\n{proc.stderr[-6000:]}")
 
 
 def build(header: HookHeader, workdir: Path) -> Path:

@@ -9,17 +9,22 @@ nvcc compiles the header for sm_80 too (a probe kernel calls every hook).
 
 from __future__ import annotations
 
+import glob
 import inspect
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from hook_variants import VARIANTS
-from host_harness import HookValues, build, compiler, run
+from host_harness import HookValues, build, compiler, device_compile, run
 
 from cubridge.attention import Shape
 from cubridge.lower.hook_header import generate_header
+from cubridge.spec import load
 from cubridge.transfer import interval
 from cubridge.transfer.hooks import plan_hooks
 
@@ -36,11 +41,25 @@ EXACT = {"full", "causal", "sliding_window_1024", "global_sliding_window", "pref
          "document_causal", "share_question", "causal_blockwise", "alibi_causal",
          "softcap_causal", "relative_position", "relu_causal", "sigmoid_causal",
          "comb_prefix_softcap_sigmoid"}
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
+# our own variant mods, and the example specs of the spec library where present
+ALL_SPECS = dict(VARIANTS)
+for _path in sorted(glob.glob(str(EXAMPLES / "*.py"))):
+    _spec = load(_path)
+    ALL_SPECS[f"examples/{_spec.name}"] = _spec
+EXACT |= {f"examples/{n}" for n in EXACT} | {"examples/mqa", "examples/alibi",
+                                             "examples/prefix_lm_bidirectional"}
 
 
 def _kwargs(fn, aux):
     names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY]
     return {n: aux[n] for n in names}
+
+
+def _make_aux(spec):
+    if spec.make_aux is None:
+        return {}
+    return dict(spec.make_aux(SHAPE, torch.Generator().manual_seed(7), torch.device("cpu")))
 
 
 def _grid(shape: Shape):
@@ -65,19 +84,22 @@ def evaluated(tmp_path_factory):
     """Per variant: (spec, header, aux, scores, truth mask, harness values per tiling)."""
     gen = torch.Generator().manual_seed(1234)
     scores = torch.randn(SHAPE.b, SHAPE.hq, SHAPE.sq, SHAPE.sk, generator=gen) * 6
-    out = {}
-    for name, spec in VARIANTS.items():
-        aux = spec.make_aux(SHAPE, torch.Generator().manual_seed(7), torch.device("cpu"))
+
+    def one(name: str):
+        spec = ALL_SPECS[name]
+        aux = _make_aux(spec)
         header = generate_header(plan_hooks(spec))
-        workdir = Path(tmp_path_factory.mktemp(name))
+        workdir = Path(tmp_path_factory.mktemp(name.replace("/", "-")))
         exe = build(header, workdir)
         packed = header.pack_aux(aux, SHAPE)
         values = {tiles: run(exe, packed, scores, *tiles, workdir) for tiles in (ALIGNED, ODD)}
-        out[name] = (spec, header, aux, scores, values)
-    return out
+        return name, (spec, header, aux, scores, values)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(pool.map(one, ALL_SPECS))
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("name", list(ALL_SPECS))
 def test_score_and_mask_match_torch(evaluated, name):
     spec, header, aux, scores, values = evaluated[name]
     got: HookValues = values[ALIGNED]
@@ -99,7 +121,7 @@ def test_score_and_mask_match_torch(evaluated, name):
     np.testing.assert_allclose(got.activation, act.numpy(), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("name", list(ALL_SPECS))
 @pytest.mark.parametrize("tiles", [ALIGNED, ODD], ids=["128x64", "96x80"])
 def test_block_kind_and_range_against_brute_force(evaluated, name, tiles):
     spec, header, aux, scores, values = evaluated[name]
@@ -124,7 +146,7 @@ def test_block_kind_and_range_against_brute_force(evaluated, name, tiles):
         np.testing.assert_array_equal(hi[..., 0][live.any(-1)], want_hi[live.any(-1)])
 
 
-@pytest.mark.parametrize("name", [n for n, s in VARIANTS.items()
+@pytest.mark.parametrize("name", [n for n, s in ALL_SPECS.items()
                                   if plan_hooks(s).classification == "interval"])
 def test_python_interval_agrees_with_cuda(evaluated, name):
     """The CuIR's interval code and the CUDA header classify tiles identically."""
@@ -140,6 +162,12 @@ def test_python_interval_agrees_with_cuda(evaluated, name):
                         fn, bi, hi, (i * bm, min((i + 1) * bm, SHAPE.sq)),
                         (j * bn, min((j + 1) * bn, SHAPE.sk)), aux)
                     assert int(kind) == int(got[bi, hi, i, j]), (bi, hi, i, j)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_headers_compile_for_device(evaluated, tmp_path):
+    """Every generated header compiles as device code for sm_80 and sm_90a."""
+    device_compile([evaluated[n][1] for n in ALL_SPECS], tmp_path)
 
 
 def test_sparsity_is_exploited(evaluated):

@@ -1,0 +1,74 @@
+"""Render hook expressions as tile-level torch code (the CuIR backend).
+
+Index variables are the CuIR hook arguments: `b`, `h` (0-d int64 tensors),
+`q_idx` [M, 1], `kv_idx` [1, N] and the score tile `s`; aux tensors are
+locals bound from `self.aux`. Constants stay Python literals (operators and
+torch.where accept them); every other value is a tensor, so min/max against a
+constant become clamp. Floats are float32 like the CUDA hooks: aux reads of
+other float dtypes are converted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from cubridge.transfer.expr import DType, Node
+
+TORCH_VARS = {"b": "b", "h": "h", "q": "q_idx", "k": "kv_idx", "score": "s"}
+TORCH_DTYPES = {DType.BOOL: "torch.bool", DType.INT: "torch.int64", DType.FLOAT: "torch.float32"}
+
+_TEMPLATES = {
+    "neg": "(-{0})", "abs": "torch.abs({0})", "not": "(~{0})",
+    "tanh": "torch.tanh({0})", "exp": "torch.exp({0})", "exp2": "torch.exp2({0})",
+    "log": "torch.log({0})", "sigmoid": "torch.sigmoid({0})", "sqrt": "torch.sqrt({0})",
+    "floor": "torch.floor({0})", "ceil": "torch.ceil({0})",
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
+    "floordiv": "({0} // {1})", "mod": "({0} % {1})",
+    "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
+    "eq": "({0} == {1})", "ne": "({0} != {1})",
+    "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
+    "where": "torch.where({0}, {1}, {2})",
+}
+
+
+def py_literal(value: object) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "math.nan" if math.isnan(value) else ("math.inf" if value > 0 else "(-math.inf)")
+    text = repr(value)
+    return f"({text})" if text.startswith("-") else text
+
+
+def render_torch(node: Node, aux_vars: Mapping[str, str],
+                 aux_dtypes: Mapping[str, torch.dtype]) -> str:
+    """`node` as a torch expression; `aux_vars` maps aux names to local names."""
+
+    def go(n: Node) -> str:
+        if n.op == "const":
+            return py_literal(n.arg)
+        if n.op == "var":
+            return TORCH_VARS[n.arg]  # type: ignore[index]
+        if n.op == "aux_load":
+            name = aux_vars[n.arg]  # type: ignore[index]
+            read = f"{name}[{', '.join(go(a) for a in n.args)}]" if n.args else name
+            if n.dtype == DType.FLOAT and aux_dtypes[n.arg] != torch.float32:  # type: ignore[index]
+                read += ".to(torch.float32)"
+            return read
+        if n.op == "aux_size":
+            name, dim = n.arg  # type: ignore[misc]
+            return f"torch.tensor({aux_vars[name]}.shape[{dim}])"
+        if n.op == "cast":
+            return f"{go(n.args[0])}.to({TORCH_DTYPES[n.dtype]})"
+        if n.op in ("min", "max"):
+            a, b = n.args
+            bound = "max" if n.op == "min" else "min"
+            if b.op == "const":
+                return f"torch.clamp({go(a)}, {bound}={go(b)})"
+            if a.op == "const":
+                return f"torch.clamp({go(b)}, {bound}={go(a)})"
+            return f"torch.{n.op}imum({go(a)}, {go(b)})"
+        return _TEMPLATES[n.op].format(*(go(a) for a in n.args))
+
+    return go(node)
