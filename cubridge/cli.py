@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "cubridge.ir.commands",
     "cubridge.doctor",
     "cubridge.llm.commands",
+    "cubridge.spec.commands",
+    "cubridge.verify.commands",
 ]
 
 

@@ -43,6 +43,11 @@ class Inputs:
                       {n: t.clone() for n, t in self.aux.items()},
                       self.shape, self.dtype, self.distribution)
 
+    def to(self, device: torch.device | str) -> Inputs:
+        return Inputs(self.q.to(device), self.k.to(device), self.v.to(device),
+                      {n: t.to(device) for n, t in self.aux.items()},
+                      self.shape, self.dtype, self.distribution)
+
     def to_float64(self) -> Inputs:
         """The same values in float64 (floating aux too), for the reference."""
         aux = {n: t.double() if t.is_floating_point() else t for n, t in self.aux.items()}

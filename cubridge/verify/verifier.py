@@ -84,8 +84,13 @@ def verify(
 def _run_case(spec: Spec, call: Callable, shape: Shape, dtype: torch.dtype, dist: str,
               trial: int, case_seed: int, require_lse: bool) -> CaseResult:
     inputs = make_inputs(spec, shape, dtype, dist, torch.Generator().manual_seed(case_seed))
-    # The reference sees its own float64 copy, computed before the candidate runs.
-    ref_out, ref_lse = call_reference(spec, inputs.to_float64(), expect_lse=spec.returns_lse)
+    # The reference sees its own float64 copy, computed before the candidate runs
+    # (on the GPU when there is one: float64 on large shapes is slow on CPU).
+    ref_device = "cuda" if device.startswith("cuda") else "cpu"
+    ref_out, ref_lse = call_reference(spec, inputs.to_float64().to(ref_device),
+                                      expect_lse=spec.returns_lse)
+    ref_out = ref_out.cpu()
+    ref_lse = ref_lse.cpu() if ref_lse is not None else None
     scale = spec.scale if spec.scale is not None else default_scale(shape.d)
     tol = spec.tolerances[dtype]
     case = CaseResult(shape, str(dtype).removeprefix("torch."), dist, trial, case_seed, "fail",

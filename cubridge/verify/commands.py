@@ -1,0 +1,70 @@
+"""`cubridge verify SPEC --impl MODULE:FUNC`: verify any importable attention
+implementation against a spec and print the table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "verify", help="verify an attention implementation against a spec",
+        description="Differential test of an implementation against a spec on fresh random "
+                    "inputs (docs/specs.md, Verification). The implementation is "
+                    "impl(q, k, v, scale=None, **aux) -> out | (out, lse).")
+    p.add_argument("spec", help="spec file (.py)")
+    p.add_argument("--impl", required=True,
+                   help="MODULE:FUNC or FILE.py:FUNC; a function marked @impl_factory (such as "
+                        "cubridge.verify.peers:flex_impl) or given with --factory is called "
+                        "with the spec to make the impl")
+    p.add_argument("--factory", action="store_true", help="FUNC(spec) returns the impl")
+    p.add_argument("--device", default="cpu", help="device for the impl (cpu, cuda, cuda:1)")
+    p.add_argument("--dtype", action="append", dest="dtypes",
+                   help="dtype to test (repeatable; default: the spec's DTYPES)")
+    p.add_argument("--trials", type=int, default=1, help="fresh inputs per case (default 1)")
+    p.add_argument("--seed", type=int, default=None, help="base seed (default: random)")
+    p.add_argument("--isolate", action="store_true",
+                   help="run the impl in a worker process with a timeout per call")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per call (isolated)")
+    p.add_argument("--no-lse", action="store_true", help="accept an impl that returns out only")
+    p.add_argument("--json", type=Path, help="also write the report as JSON here")
+    p.set_defaults(func=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from cubridge.spec import SpecError, load
+    from cubridge.verify import verify
+    from cubridge.verify.candidate import impl_factory, import_impl
+
+    try:
+        spec = load(args.spec)
+    except SpecError as exc:
+        print(f"spec error: {exc}", file=sys.stderr)
+        return 2
+    impl: object = args.impl
+    if args.factory or not args.isolate:
+        try:
+            fn = import_impl(args.impl)
+        except (ValueError, ImportError) as exc:
+            print(f"impl error: {exc}", file=sys.stderr)
+            return 2
+        if args.factory and not args.isolate:
+            impl = impl_factory(fn)
+        elif args.factory:
+            print("impl error: --factory with --isolate: mark FUNC with "
+                  "cubridge.verify.impl_factory instead", file=sys.stderr)
+            return 2
+    try:
+        report = verify(spec, impl, device=args.device, dtypes=args.dtypes, trials=args.trials,
+                        seed=args.seed, isolate=args.isolate, timeout_s=args.timeout,
+                        require_lse=not args.no_lse)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.table())
+    if args.json:
+        args.json.write_text(json.dumps(report.to_dict(), indent=1, default=str))
+    return 0 if report.passed else 1
