@@ -73,7 +73,7 @@ def verify(
                     for trial in range(trials):
                         report.cases.append(
                             _run_case(spec, call, shape, dtype, dist, trial, seed + index,
-                                      require_lse))
+                                      require_lse, device))
                         index += 1
     finally:
         if runner is not None:
@@ -82,11 +82,11 @@ def verify(
 
 
 def _run_case(spec: Spec, call: Callable, shape: Shape, dtype: torch.dtype, dist: str,
-              trial: int, case_seed: int, require_lse: bool) -> CaseResult:
+              trial: int, case_seed: int, require_lse: bool, device: str) -> CaseResult:
     inputs = make_inputs(spec, shape, dtype, dist, torch.Generator().manual_seed(case_seed))
     # The reference sees its own float64 copy, computed before the candidate runs
     # (on the GPU when there is one: float64 on large shapes is slow on CPU).
-    ref_device = "cuda" if device.startswith("cuda") else "cpu"
+    ref_device = device if device.startswith("cuda") else "cpu"
     ref_out, ref_lse = call_reference(spec, inputs.to_float64().to(ref_device),
                                       expect_lse=spec.returns_lse)
     ref_out = ref_out.cpu()
