@@ -24,6 +24,9 @@ from cubridge.llm.request import Message, Request, cache_key
 from cubridge.llm.retry import RetryLog, RetryPolicy, call_with_retries
 from cubridge.llm.transcript import Exchange, TranscriptStore, check_stage_name, now_iso
 
+# Providers that cost nothing: a cost budget needs no price table entry for them.
+FREE_PROVIDERS = ("manual", "replay")
+
 
 def _log_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
@@ -72,12 +75,15 @@ class LLMClient:
         environ = os.environ if environ is None else environ
         provider = make_provider(config, run_dir=run_dir, environ=environ)
         key = api_key(config, environ) if config.provider in ("openai", "anthropic") else None
+        price = config.price_for(provider.model)
+        if price is None and provider.kind in FREE_PROVIDERS:
+            price = Price(0.0, 0.0)
         return cls(
             provider,
             run_dir,
             stage,
             budget=config.budget_for(stage),
-            price=config.price_for(provider.model),
+            price=price,
             retry=config.retry,
             temperature=config.temperature,
             max_tokens=config.max_tokens,
@@ -100,7 +106,7 @@ class LLMClient:
         request = Request.of(
             messages,
             temperature=self.temperature if temperature is None else temperature,
-            max_tokens=max_tokens or self.max_tokens,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
             stop=stop,
             sample=sample,
         )

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cubridge.llm.errors import LLMError
 from cubridge.llm.request import Reply, Request
 
 EXCHANGE_FORMAT = "cubridge.llm.exchange/1"
@@ -151,7 +152,14 @@ def read_exchanges(directory: Path) -> Iterator[Exchange]:
         except (OSError, json.JSONDecodeError):
             continue
         if isinstance(data, dict) and data.get("format") == EXCHANGE_FORMAT:
-            yield Exchange.from_json(data, path)
+            try:
+                exchange = Exchange.from_json(data, path)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise LLMError(
+                    f"{path}: malformed exchange record ({type(exc).__name__}: {exc}); "
+                    f"fix or remove the file"
+                ) from None
+            yield exchange
 
 
 class TranscriptStore:

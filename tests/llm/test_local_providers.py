@@ -12,12 +12,14 @@ from test_http_providers import ask, make_client
 
 from cubridge.llm import (
     LLMClient,
+    LLMError,
     ManualReplyTimeout,
     ProviderError,
     ReplayMiss,
     Request,
     RetriesExhausted,
     RetryPolicy,
+    Usage,
     load_config,
     read_exchanges,
     user,
@@ -154,3 +156,17 @@ def test_transcript_files_are_complete_and_readable(llm_server, tmp_path):
     assert markdown.startswith("# lift #0001: anthropic / anthropic-test-model")
     assert "## system" in markdown and "make x" in markdown and "## verification" in markdown
     assert not list(tmp_path.rglob("*.tmp"))  # atomic writes leave nothing behind
+
+
+def test_free_providers_need_no_price_for_a_cost_budget(tmp_path):
+    config = load_config({"provider": "manual", "budget_cost_usd": "1"}, NOCONF)
+    client = LLMClient.from_config(config, tmp_path, "lift", environ=NOCONF)
+    assert client.tracker.price is not None and client.tracker.price.cost(Usage(10, 10)) == 0.0
+
+
+def test_a_malformed_transcript_is_named(tmp_path):
+    folder = tmp_path / "llm" / "lift"
+    folder.mkdir(parents=True)
+    (folder / "0001-abc.json").write_text('{"format": "cubridge.llm.exchange/1", "stage": "lift"}')
+    with pytest.raises(LLMError, match=r"0001-abc.json: malformed exchange record"):
+        LLMClient(CommandProvider(["true"]), tmp_path, "lift")

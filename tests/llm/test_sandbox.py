@@ -62,6 +62,11 @@ def test_plain_cuir_passes():
         ("import cubridge.ir\nb = cubridge.build", "cubridge.build was not imported"),
         ("import math\nx = math.os", "line 2: access to the attribute 'os' is not allowed"),
         ("def f(:\n  pass", "is not valid Python: line 1"),
+        (
+            "import torch\nc = torch.zeros(1)._cdata",
+            "private attribute '_cdata' is allowed only on",
+        ),
+        ("import torch\ntorch.zeros(1).numpy()", "line 2: access to the attribute 'numpy'"),
     ],
 )
 def test_static_check_names_the_line(line, message):

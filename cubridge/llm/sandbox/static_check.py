@@ -6,7 +6,8 @@ processes: no open/exec/eval/compile/__import__/globals/locals/vars, no
 getattr & co. with a computed name, no dunder attributes or names (except
 `super().__init__`-style calls, `__name__` and `__all__`), no string literal naming a
 dunder (which str.format could reach), no private or I/O parts of torch
-(torch.load, torch.hub, torch.utils, torch._C...), and imported modules may
+(torch.load, torch.hub, torch.utils, torch._C...), private attributes only on
+self/cls, no numpy file methods (tofile, dump...), and imported modules may
 only be used as `module.name`, never passed around. This is a first line of
 defence and a precise message for the model; the sandbox process is the
 second (sandbox/process.py).
@@ -51,8 +52,12 @@ MODULE_ATTRIBUTES_FORBIDDEN = frozenset(
         "os", "sys", "subprocess", "socket", "shutil", "pathlib", "importlib", "ctypes",
         "pickle", "builtins", "io", "multiprocessing", "threading", "signal", "inspect",
         "urllib", "http", "tempfile", "glob", "runpy", "marshal", "torch", "resource", "mmap",
+        # Methods that read or write files behind the audit hook's back (numpy's C I/O).
+        "numpy", "tofile", "fromfile", "dump", "memmap",
     }
 )  # fmt: skip
+# Private attributes (`_name`) are allowed on these only: the program's own state.
+OWN = frozenset({"self", "cls"})
 _DUNDER = re.compile(r"__\w+__")
 
 
@@ -155,6 +160,8 @@ class _Checker(ast.NodeVisitor):
             return
         if isinstance(value, ast.Name) and self.module_aliases.get(value.id) == "torch":
             self.check_torch_attribute(node, attr)
+        elif attr.startswith("_") and not (isinstance(value, ast.Name) and value.id in OWN):
+            self.flag(node, f"the private attribute {attr!r} is allowed only on self or cls")
 
     def check_torch_attribute(self, node: ast.AST, attr: str) -> None:
         if attr.startswith("_") or attr in TORCH_FORBIDDEN:
