@@ -13,7 +13,7 @@ import torch
 
 from cubridge.bench.ours import DEFAULT_OURS, external_impl
 from cubridge.bench.peers import PEERS, peer_impls
-from cubridge.bench.timing import TimingSettings, gpu_timer
+from cubridge.bench.timing import TimingSettings, gpu_timer, wallclock_timer
 from cubridge.spec.model import Spec
 
 # The variants of shared/BENCHMARK.md, in its order; specs in examples/specs/<name>.py.
@@ -97,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up (ms)")
     p.add_argument("--rep-ms", type=float, default=100.0, help="do_bench repetition time (ms)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="cpu: a smoke test of the pipeline with wall-clock timings that "
+                   "measure nothing (default cuda)")
     p.add_argument("--name", help="results folder name (default: date and device)")
     p.add_argument("--out-dir", type=Path, default=RESULTS_DIR,
                    help=f"parent of the results folder (default {RESULTS_DIR})")
@@ -119,7 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
     if not names:
         print("cubridge bench: name variants (e.g. full causal) or pass --all", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print(f"cubridge bench: no CUDA GPU is visible (torch {torch.__version__}, CUDA "
               f"{torch.version.cuda or 'none'}); benchmarks measure on a GPU. "
               "`cubridge doctor` lists what this machine has.", file=sys.stderr)
@@ -135,10 +138,14 @@ def run_command(args: argparse.Namespace) -> int:
     impls += [external_impl(name, target) for name, target in args.impl]
     impls += peer_impls(args.peers)
     settings = TimingSettings(args.warmup_ms, args.rep_ms)
-    timer, timing = gpu_timer(settings)
+    if args.device == "cuda":
+        timer, timing = gpu_timer(settings)
+    else:
+        timer, timing = wallclock_timer(), "CPU wall clock: a smoke test, not a measurement"
+        print(f"cubridge bench: --device cpu times with the wall clock; {timing}")
     config = BenchConfig(seq_lens=args.seq_lens, configs=args.configs, tokens=args.tokens,
-                         seed=args.seed, device="cuda")
-    meta = collect_metadata(shlex.join(sys.argv), "cuda",
+                         seed=args.seed, device=args.device)
+    meta = collect_metadata(shlex.join(sys.argv), args.device,
                             f"{timing}, warmup {settings.warmup_ms} ms, rep {settings.rep_ms} ms",
                             {"impls": {i.name: i.source for i in impls}})
     print(f"cubridge bench on {meta['device']}: {len(specs)} variant(s) x {len(args.configs)} "

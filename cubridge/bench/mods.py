@@ -41,19 +41,37 @@ def eval_mask(mask_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
     return out.expand(shape)
 
 
+def _is_additive(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+                 k: torch.Tensor) -> bool:
+    """score_mod(s) - s independent of s, checked exactly in float64 on this grid."""
+    # [1,1,1,1] rather than 0-d scores: a 0-d float64 tensor would not promote
+    # float32 aux (slopes, tables) to float64, and rounding would hide additivity.
+    def at(value: float) -> torch.Tensor:
+        s = torch.full((1, 1, 1, 1), value, dtype=torch.float64, device=q.device)
+        return torch.as_tensor(score_mod(s, b, h, q, k), device=q.device).to(torch.float64) - s
+
+    bias = at(0.0)
+    return all(torch.allclose(at(v), bias, rtol=1e-9, atol=1e-9) for v in (-7.25, 0.5, 13.0))
+
+
 def eval_score_bias(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
-                    k: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor | None:
-    """The additive bias of score_mod on a grid, or None if score_mod is not
-    `s + bias(b, h, q, k)` (checked on three score values, exactly in float64)."""
-    zero = torch.zeros((), dtype=torch.float64, device=q.device)
-    bias = torch.as_tensor(score_mod(zero, b, h, q, k), device=q.device).to(torch.float64)
-    for probe in (-7.25, 0.5, 13.0):
-        s = torch.full((), probe, dtype=torch.float64, device=q.device)
-        got = torch.as_tensor(score_mod(s, b, h, q, k), device=q.device).to(torch.float64)
-        if not torch.allclose(got - probe, bias.expand_as(got), rtol=1e-9, atol=1e-9):
-            return None
-    shape = torch.broadcast_shapes(bias.shape, (1, 1, q.shape[2], k.shape[3]))
-    return bias.expand(shape).to(dtype)
+                    k: torch.Tensor, dtype: torch.dtype = torch.float32,
+                    rows_per_chunk: int = 256) -> torch.Tensor | None:
+    """The additive bias of score_mod on the grid, at least [1, 1, Q, K], or None
+    if score_mod is not `s + bias(b, h, q, k)` (checked on the first and last
+    query rows). Built in row chunks: a float64 grid at S = 8192 would not fit."""
+    edges = torch.cat([q[:, :, :rows_per_chunk], q[:, :, -rows_per_chunk:]], dim=2)
+    if not _is_additive(score_mod, b, h, edges, k):
+        return None
+    zero = torch.zeros((1, 1, 1, 1), dtype=torch.float32, device=q.device)
+    first = torch.as_tensor(score_mod(zero, b, h, q[:, :, :1], k))
+    shape = torch.broadcast_shapes(first.shape[:2] + (q.shape[2], k.shape[3]),
+                                   (1, 1, q.shape[2], k.shape[3]))
+    bias = torch.empty(shape, dtype=dtype, device=q.device)
+    for start in range(0, q.shape[2], rows_per_chunk):
+        rows = q[:, :, start:start + rows_per_chunk]
+        bias[:, :, start:start + rows.shape[2]] = score_mod(zero, b, h, rows, k)
+    return bias
 
 
 def softcap_of(score_mod: Mod, device: torch.device | str) -> float | None:

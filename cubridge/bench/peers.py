@@ -82,12 +82,12 @@ def prepare_sdpa(case: Case) -> Prepared:
     if case.mods.score_mod is None:
         attn_mask, note = mask, "dense mask"
     else:
-        bias = eval_score_bias(case.mods.score_mod, *grid)
+        bias = eval_score_bias(case.mods.score_mod, *grid, dtype=q.dtype)
         if bias is None:
             raise Unsupported("SDPA: score_mod is not an additive bias")
         if mask is not None:
             bias = bias.masked_fill(~mask, float("-inf"))
-        attn_mask, note = bias.to(q.dtype), "dense bias"
+        attn_mask, note = bias, "dense bias"
     attn_mask = attn_mask.contiguous() if attn_mask is not None else None
     return Prepared(
         lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale,

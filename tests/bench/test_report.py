@@ -112,3 +112,44 @@ def test_bad_arguments_are_rejected(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "causal", "--impl", "no-equals-sign"])
     assert "NAME=TARGET" in capsys.readouterr().err
+
+
+SPEC_FILE = '''
+"""Causal attention (a test spec in the documented file format)."""
+from cubridge.attention import HeadConfig
+from cubridge.spec.helpers import expand_kv, positions, scaled_scores, softmax_attention
+
+NAME = "tiny_causal"
+DESCRIPTION = "causal"
+CONFIGS = [HeadConfig("tiny", 4, 2, 16)]
+SEQ_LENS = [32]
+DTYPES = ["bf16"]
+
+
+def reference(q, k, v):
+    q_idx, kv_idx = positions(q, k)
+    k, v = expand_kv(q, k, v)
+    return softmax_attention(scaled_scores(q, k), q_idx >= kv_idx, v)
+
+
+def mask_mod(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+'''
+
+
+def test_cli_end_to_end_on_cpu(tmp_path, capsys):
+    spec_file = tmp_path / "tiny_causal.py"
+    spec_file.write_text(SPEC_FILE)
+    argv = ["bench", str(spec_file), "--device", "cpu", "--seq-lens", "16,32", "--tokens", "64",
+            "--configs", "tiny", "--peers", "eager,sdpa,fa4", "--ours", "none",
+            "--out-dir", str(tmp_path), "--name", "smoke"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| tiny_causal | tiny | 32 |" in out  # the short table at the end
+    data = json.loads((tmp_path / "smoke" / "results.json").read_text())
+    assert "not a measurement" in data["meta"]["timing"]
+    statuses = {(r["seq_len"], i["impl"]): i["status"] for r in data["results"]
+                for i in r["impls"]}
+    assert statuses[(32, "sdpa")] == "ok" and statuses[(16, "eager")] == "ok"
+    assert statuses[(32, "fa4")] in ("unsupported", "ok")
+    assert (tmp_path / "smoke" / "results.md").is_file()
