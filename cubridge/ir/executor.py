@@ -150,6 +150,7 @@ def run_cta(kernel: KernelBase, coords: tuple[int, ...], policy: Policy, arch: s
     finally:
         set_current_worker(None)
     cta.in_prologue = False
+    _check_counts(cta)
     cta.sched.run(_worker_exit_checks)
     for bar in [*cta.barriers, *cta.named]:
         problem = bar.end_of_cta_problem()
@@ -157,6 +158,24 @@ def run_cta(kernel: KernelBase, coords: tuple[int, ...], policy: Policy, arch: s
             last = bar.arrivals[-1] if bar.arrivals else (None, bar.loc)
             raise SyncError(problem, loc=last[1], worker=last[0])
     return cta
+
+
+def _check_counts(cta: Cta) -> None:
+    """Arrival counts that no set of bound workers can ever reach."""
+    workers = cta.sched.workers
+    threads = sum(w.threads for w in workers)
+    for nb in cta.named:
+        if nb.threads > threads:
+            raise StaticCheckError(
+                f"named barrier {nb.name} waits for {nb.threads} threads but the CTA binds "
+                f"only {threads}", loc=nb.loc, worker="run()")
+    if not workers:
+        return
+    for bar in cta.barriers:
+        if bar.count > threads:
+            raise StaticCheckError(
+                f"barrier {bar.name} expects {bar.count} arrivals per phase, more than the "
+                f"CTA's {threads} threads could make", loc=bar.loc, worker="run()")
 
 
 def _worker_exit_checks(w: Worker) -> None:

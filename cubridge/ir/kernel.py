@@ -460,6 +460,9 @@ class KernelBase(HookDefaults):
     def named_barrier(self, threads: int, name: str | None = None) -> NamedBarrier:
         """Create a named barrier for `threads` threads (see NamedBarrier). Only in run()."""
         w, loc = self._enter("named_barrier", prologue=True)
+        if len(self._cta.named) >= limits.MAX_NAMED_BARRIERS:
+            raise StaticCheckError(f"more than {limits.MAX_NAMED_BARRIERS} named barriers "
+                                   "(id 0 is sync_threads)", loc=loc, worker=w.name)
         bar = NamedBarrier(threads, name or _assigned_name(loc, "named_barrier"), loc)
         self._cta.named.append(bar)
         return bar

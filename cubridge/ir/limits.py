@@ -13,6 +13,7 @@ SMEM_ALIGN = 128
 
 BARRIER_BYTES = 8
 MAX_WARPS = 32  # 1024 threads per CTA
+MAX_NAMED_BARRIERS = 15  # hardware has 16; id 0 is __syncthreads
 
 OPERAND_DTYPES = ("torch.float16", "torch.bfloat16")
 

@@ -293,6 +293,8 @@ class Scheduler:
                 lines.append(f"  {x.name}: {x.block_desc()}{where}")
             else:
                 lines.append(f"  {x.name}: not started{where}")
+        lines.append("  (a wait no arrival will complete: a missing arrive, a wrong phase parity, "
+                     "a count larger than the arrivals, or expect_tx of more bytes than copied)")
         return "\n".join(lines)
 
     # -- running ---------------------------------------------------------------------------

@@ -224,3 +224,15 @@ def test_bad_inputs_get_clear_errors() -> None:
         execute(CopyThrough(), q, k, v, policy="lazy")
     with pytest.raises(ValueError, match="unexpected \\['bias'\\]"):
         execute(CopyThrough(), q, k, v, aux={"bias": q})
+
+
+def test_counts_no_bound_worker_can_reach_are_static_check_errors() -> None:
+    class TooManyThreads(CopyThrough):
+        def run(self, _):
+            super().run(_)
+            self.turn = self.named_barrier(512, "turn")  # two warpgroups bound: 256 threads
+
+    with pytest.raises(StaticCheckError) as info:
+        execute(TooManyThreads(), *_inputs())
+    assert "named barrier turn waits for 512 threads but the CTA binds only 256" in str(info.value)
+    assert _line(TooManyThreads.run, "self.named_barrier(512") in str(info.value)
