@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 
-from test_http_providers import SECRET
+from llm_fakes import SECRET
 
 from cubridge.cli import main
 

@@ -5,10 +5,9 @@ budgets, the cache and key hygiene."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from conftest import FAST_RETRY, FakeLLMServer
+from llm_fakes import KINDS, SECRET, ask, make_client
 
 from cubridge.llm import (
     BudgetExceeded,
@@ -17,37 +16,7 @@ from cubridge.llm import (
     RetriesExhausted,
     load_config,
     read_exchanges,
-    system,
-    user,
 )
-
-SECRET = "sk-test-0123456789-SECRET-KEY"
-KINDS = ["openai", "anthropic"]
-
-
-def make_client(
-    kind: str, server: FakeLLMServer, run_dir: Path, *, stage: str = "lift", **flags: object
-) -> LLMClient:
-    base = f"{server.url}/v1" if kind == "openai" else server.url
-    environ = {"TEST_LLM_KEY": SECRET, "XDG_CONFIG_HOME": str(run_dir / "no-config")}
-    config = load_config(
-        {
-            "provider": kind,
-            "model": f"{kind}-test-model",
-            "base_url": base,
-            "api_key_env": "TEST_LLM_KEY",
-            "timeout_s": flags.pop("timeout_s", 5),
-            **flags,
-        },
-        environ,
-    )
-    client = LLMClient.from_config(config, run_dir, stage, environ=environ, log=lambda _: None)
-    client.retry = FAST_RETRY
-    return client
-
-
-def ask(client: LLMClient, text: str = "Lift this kernel.", **kwargs: object):
-    return client.complete([system("You are an expert."), user(text)], **kwargs)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -5,8 +5,7 @@ model, until a correct reply passes the static check and runs in the sandbox."""
 from __future__ import annotations
 
 import pytest
-from conftest import FAST_RETRY
-from test_http_providers import make_client
+from llm_fakes import FAST_RETRY, make_client
 
 from cubridge.llm import SandboxLimits, code_block, read_exchanges, run_generated, user
 from cubridge.llm.loop import RoundsExhausted, ask_until_valid

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from test_http_providers import ask, make_client
+from llm_fakes import ask, make_client
 
 from cubridge.llm import (
     LLMClient,
