@@ -73,7 +73,8 @@ SECTIONS: list[tuple[str, Any, list[tuple[str, Any]]]] = [
          "convert")
     ] + [("tile_math.LOG2E", None), ("tile_math.LN2", None)]),
     ("Hooks", hooks, [
-        ("BlockKind", hooks.BlockKind), ("KernelBase.normalizer", None),
+        ("BlockKind", hooks.BlockKind), ("KernelBase.causal", None),
+        ("KernelBase.normalizer", None),
         ("KernelBase.aux_names", None),
         ("KernelBase.score_mod", KB.score_mod), ("KernelBase.mask_mod", KB.mask_mod),
         ("KernelBase.activation", KB.activation),
@@ -97,6 +98,7 @@ SECTIONS: list[tuple[str, Any, list[tuple[str, Any]]]] = [
 
 ATTRIBUTE_DOCS = {
     "KernelBase.arch": ("arch: str = 'sm80'", KB, "arch"),
+    "KernelBase.causal": ("causal: bool = False", hooks.HookDefaults, "causal"),
     "KernelBase.normalizer": ("normalizer: str = 'softmax'", hooks.HookDefaults, "normalizer"),
     "KernelBase.aux_names": ("aux_names: tuple[str, ...] = ()", hooks.HookDefaults, "aux_names"),
     "tile_math.LOG2E": ("LOG2E = log2(e)", tile_math, "LOG2E"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _IR_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -49,12 +50,24 @@ def caller_loc() -> SourceLoc:
     return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 
+def _no_worker() -> str | None:
+    return None
+
+
+# The name of the worker running on this thread; the scheduler installs it.
+current_worker_name: Callable[[], str | None] = _no_worker
+
+
 class CuIRError(Exception):
     """A CuIR program is wrong. `loc` is the IR line, `worker` the role that ran it."""
 
     kind = "error"
 
     def __init__(self, message: str, *, loc: SourceLoc | None = None, worker: str | None = None):
+        # raised without a location (e.g. from a tile view): the IR line and
+        # worker making the current call
+        loc = loc if loc is not None else caller_loc()
+        worker = worker if worker is not None else current_worker_name()
         self.detail = message
         self.loc = loc
         self.worker = worker

@@ -40,6 +40,10 @@ class HookDefaults:
     kernel's caller must pass exactly these."""
 
     causal: bool = False
+    """Config of the reference programs: the default mask_mod is q_idx >= kv_idx
+    (absolute positions, as FlexAttention) and kv_block_range / block_kind use
+    the causal closed form. Ignored once a subclass overrides mask_mod."""
+
     block_n: int
     seqlen_q: int
     seqlen_k: int
@@ -61,9 +65,10 @@ class HookDefaults:
         return torch.ones((), dtype=torch.bool)
 
     def activation(self, s: torch.Tensor) -> torch.Tensor:
-        """The elementwise normaliser's function of fp32 scores (normalizer
-        "elementwise" only); must map masked-out pairs' contribution itself to
-        nothing: the kernel zeroes them after the activation."""
+        """The elementwise normaliser (normalizer "elementwise" only): fp32
+        scores s [M, N] (scaled, after score_mod) -> fp32 weights of the same
+        shape, e.g. `torch.sigmoid(s)`. The kernel zeroes masked-out pairs
+        after the activation, so it need not handle them."""
         raise NotImplementedError(f"{type(self).__name__} has normalizer 'elementwise' "
                                   "but does not define activation(s)")
 

@@ -125,6 +125,8 @@ class KernelBase(HookDefaults):
     `lse` (Global [B, Hq, Sq] fp32), `scale` (float), `batch`, `heads_q`,
     `heads_kv`, `seqlen_q`, `seqlen_k`, `head_dim`, `head_dim_v`, `dtype`
     (operand dtype) and `aux` (dict of aux tensors, read only by hooks).
+    Scores out of the QK^T gemm are unscaled: multiply them by `scale` (or
+    fold it into the exp2 argument) before the hooks and the normaliser.
     """
 
     arch: ClassVar[str] = "sm80"

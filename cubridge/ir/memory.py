@@ -124,7 +124,8 @@ class Tile:
         if self.stage is not None:
             raise ProgramError(f"{self} is already one stage")
         if not isinstance(stage, int) or not 0 <= stage < b.stages:
-            raise ProgramError(f"stage {stage!r} out of range for {b.name} with {b.stages} stages")
+            raise ProgramError(f"stage {stage!r} out of range for {b.name} with {b.stages} "
+                               "stages")
         return Tile(b, stage, self.row0, self.nrows)
 
     def rows(self, start: int, count: int) -> Tile:
@@ -330,7 +331,8 @@ class Global:
                 raise ProgramError(f"{self.name}.tile: index {ix} out of range for dim {i} "
                                    f"of size {n}")
         if start < 0 or rows <= 0:
-            raise ProgramError(f"{self.name}.tile: start={start}, rows={rows} must be >= 0 and > 0")
+            raise ProgramError(f"{self.name}.tile: start={start}, rows={rows} must be >= 0 "
+                               "and > 0")
         return GlobalTile(self, tuple(int(i) for i in index), start, rows)
 
 

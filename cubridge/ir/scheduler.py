@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from cubridge.ir import errors
 from cubridge.ir.errors import CuIRError, DeadlockError, ProgramError, SourceLoc, caller_loc
 
 _local = threading.local()
@@ -121,6 +122,14 @@ def current_worker() -> Worker:
 
 def set_current_worker(w: Worker | None) -> None:
     _local.worker = w
+
+
+def _current_worker_name() -> str | None:
+    w = getattr(_local, "worker", None)
+    return w.name if w is not None else None
+
+
+errors.current_worker_name = _current_worker_name
 
 
 class Policy:
@@ -239,6 +248,27 @@ class Scheduler:
         w.state = "blocked"
         w.block_cond, w.block_desc = cond, desc
         self._schedule(w)
+
+    def spin(self, w: Worker, desc: Callable[[], str]) -> None:
+        """A failed poll (try_wait): let another worker or an in-flight op make
+        progress, whatever the policy, so that a polling loop cannot starve
+        the others; with nothing else able to move, the poll can never succeed."""
+        if not self.started:
+            return
+        others = [x for x in self._runnable() if x is not w]
+        if others:
+            nxt = _next_in_order(self.workers, w, others)
+            nxt.state = "ready"
+            nxt.block_cond = nxt.block_desc = None
+            nxt.go.release()
+            self._park(w)
+        elif self.pending:
+            self.policy.forced(self.pending).land()
+        else:
+            w.state, w.block_desc = "blocked", desc
+            report = self.deadlock_report()
+            w.state, w.block_desc = "ready", None
+            raise DeadlockError(report, loc=w.loc, worker=w.name)
 
     def add_pending(self, op: AsyncOp) -> None:
         self.pending.append(op)

@@ -81,11 +81,14 @@ class Barrier:
         w.acquire(self.completed_vc)
 
     def try_wait(self, phase: int) -> bool:
-        """True if the phase of parity `phase` has completed; never blocks."""
+        """True if the phase of parity `phase` has completed; never blocks. A
+        False lets other workers run before the caller polls again."""
         w, loc = _point()
         done = self.phase % 2 != phase
         if done:
             w.acquire(self.completed_vc)
+        elif w.sched is not None:
+            w.sched.spin(w, lambda: f"polling barrier {self.name} with try_wait({phase})")
         return done
 
     # -- executor side ----------------------------------------------------------------

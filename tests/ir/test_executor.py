@@ -236,3 +236,36 @@ def test_counts_no_bound_worker_can_reach_are_static_check_errors() -> None:
         execute(TooManyThreads(), *_inputs())
     assert "named barrier turn waits for 512 threads but the CTA binds only 256" in str(info.value)
     assert _line(TooManyThreads.run, "self.named_barrier(512") in str(info.value)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_polling_with_try_wait_lets_the_others_run(policy: str) -> None:
+    class Polls(CopyThrough):
+        def consumer(self):
+            while not self.full.try_wait(0):
+                pass
+            self.copy(self.o.tile(0, 0, start=0, rows=64), self.load(self.buf))
+
+    q, k, v = _inputs()
+    out, _ = execute(Polls(), q, k, v, policy=policy)
+    assert torch.equal(out, v)
+
+    class PollsForever(Polls):
+        def producer(self):
+            pass
+
+    with pytest.raises(DeadlockError, match="polling barrier full with try_wait\\(0\\)"):
+        execute(PollsForever(), q, k, v, policy=policy)
+
+
+def test_errors_from_tile_views_name_the_line_and_worker() -> None:
+    class BadStage(CopyThrough):
+        def consumer(self):
+            self.full.wait(0)
+            self.load(self.buf[1])  # buf has no stages
+
+    with pytest.raises(ProgramError) as info:
+        execute(BadStage(), *_inputs())
+    msg = str(info.value)
+    assert "has no stages" in msg and "worker consumer" in msg
+    assert _line(BadStage.consumer, "self.load(self.buf[1])") in msg
