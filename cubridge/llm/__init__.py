@@ -36,7 +36,7 @@ from cubridge.llm.providers import Provider, make_provider
 from cubridge.llm.request import Message, Reply, Request, Usage, assistant, system, user
 from cubridge.llm.retry import RetryPolicy
 from cubridge.llm.sandbox import SandboxLimits, SandboxResult, check_source, run_generated
-from cubridge.llm.transcript import Exchange, TranscriptStore, read_exchanges
+from cubridge.llm.transcript import Exchange, TranscriptStore, read_exchanges, record_fixture
 
 __all__ = [
     "Budget", "BudgetExceeded", "CodeBlock", "ConfigError", "Edit", "EditError", "Exchange",
@@ -46,5 +46,5 @@ __all__ = [
     "StaticCheckError", "TemplateError", "TranscriptStore", "TransientProviderError", "Usage",
     "add_llm_arguments", "apply_edits", "assistant", "check_source", "code_block", "code_blocks",
     "config_from_args", "load_config", "make_provider", "number_lines", "parse_edits",
-    "read_exchanges", "run_generated", "system", "user",
+    "read_exchanges", "record_fixture", "run_generated", "system", "user",
 ]  # fmt: skip

@@ -102,7 +102,9 @@ class LLMClient:
         label: str | None = None,
     ) -> Exchange:
         """Ask the model (or the cache). Raises BudgetExceeded before a call the
-        budget does not allow, ProviderError when the call fails for good."""
+        budget does not allow, ProviderError when the call fails for good.
+        `label` marks the exchange's origin in the transcript (default: the
+        provider's, e.g. "written by hand" for the manual provider)."""
         request = Request.of(
             messages,
             temperature=self.temperature if temperature is None else temperature,
@@ -152,7 +154,7 @@ class LLMClient:
             retry_errors=retries.errors,
             started_at=started,
             finished_at=now_iso(),
-            label=label,
+            label=label or reply.label,
         )
         self.store.write(exchange)
         usage = reply.usage

@@ -150,7 +150,8 @@ class Usage:
 @dataclass(frozen=True)
 class Reply:
     """A model's answer. `raw` is the provider's response body as JSON-able data
-    (never headers: nothing secret goes in it)."""
+    (never headers: nothing secret goes in it). `label` says where a reply came
+    from when it is not a live model's output (written by hand, replayed)."""
 
     text: str
     usage: Usage
@@ -158,6 +159,7 @@ class Reply:
     latency_s: float
     finish_reason: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,6 +169,7 @@ class Reply:
             "latency_s": self.latency_s,
             "finish_reason": self.finish_reason,
             "raw": dict(self.raw),
+            "label": self.label,
         }
 
     @classmethod
@@ -178,4 +181,5 @@ class Reply:
             latency_s=float(data.get("latency_s", 0.0)),
             finish_reason=data.get("finish_reason"),
             raw=data.get("raw") or {},
+            label=data.get("label"),
         )

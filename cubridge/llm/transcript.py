@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cubridge.llm.errors import LLMError
-from cubridge.llm.request import Reply, Request
+from cubridge.llm.request import Reply, Request, Usage, cache_key
 
 EXCHANGE_FORMAT = "cubridge.llm.exchange/1"
 REDACTED = "[REDACTED]"
@@ -235,3 +235,35 @@ def check_stage_name(stage: str) -> None:
         raise ValueError(
             f"stage name {stage!r} must be letters, digits, '_', '.' or '-' (it names a folder)"
         )
+
+
+def record_fixture(
+    directory: Path,
+    stage: str,
+    request: Request,
+    text: str,
+    *,
+    label: str,
+    model: str = "recorded-fixture",
+) -> Exchange:
+    """Record a reply that no model gave (an expert's, for tests and replay) as
+    an exchange under `directory/llm/<stage>/`. The label is required and says
+    who wrote it, so a fixture is never mistaken for a model's output."""
+    if not label.strip():
+        raise ValueError("a recorded fixture needs a label saying who wrote the reply")
+    store = TranscriptStore(Path(directory))
+    now = now_iso()
+    exchange = Exchange(
+        stage=stage,
+        seq=store.next_seq(stage),
+        provider="fixture",
+        model=model,
+        request=request,
+        reply=Reply(text, Usage.estimate(request.prompt_chars(), len(text)), model, 0.0, "fixture"),
+        cache_key=cache_key("fixture", model, request.hash),
+        started_at=now,
+        finished_at=now,
+        label=label,
+    )
+    store.write(exchange)
+    return exchange

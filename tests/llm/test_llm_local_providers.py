@@ -22,6 +22,8 @@ from cubridge.llm import (
     Usage,
     load_config,
     read_exchanges,
+    record_fixture,
+    system,
     user,
 )
 from cubridge.llm.providers.command import CommandProvider
@@ -170,3 +172,24 @@ def test_a_malformed_transcript_is_named(tmp_path):
     (folder / "0001-abc.json").write_text('{"format": "cubridge.llm.exchange/1", "stage": "lift"}')
     with pytest.raises(LLMError, match=r"0001-abc.json: malformed exchange record"):
         LLMClient(CommandProvider(["true"]), tmp_path, "lift")
+
+
+def test_fixtures_and_manual_replies_stay_labelled_through_replay(tmp_path):
+    fixtures = tmp_path / "fixtures"
+    request = Request.of([system("lift"), user("kernel source")], temperature=0.0)
+    label = "recorded fixture: CuIR written by a cubridge engineer"
+    record_fixture(fixtures, "lift", request, "```python\nx = 1\n```\n", label=label)
+    with pytest.raises(ValueError, match="needs a label"):
+        record_fixture(fixtures, "lift", request, "text", label=" ")
+
+    client = quiet_client(ReplayProvider(fixtures / "llm"), tmp_path / "run")
+    exchange = client.complete(request.messages, temperature=0.0)
+    assert exchange.text == "```python\nx = 1\n```\n"
+    assert exchange.label.startswith("replayed from ") and label in exchange.label
+    assert label in exchange.path.with_suffix(".md").read_text()
+
+    manual = ManualProvider(tmp_path / "m", poll_s=0.01, timeout_s=5, announce=lambda _: None)
+    manual.paths(request)[1].parent.mkdir(parents=True)
+    manual.paths(Request.of(request.messages, temperature=0.0))[1].write_text("by hand")
+    by_hand = quiet_client(manual, tmp_path / "run2").complete(request.messages, temperature=0.0)
+    assert by_hand.label == "written by hand through the manual provider, not a model's output"

@@ -18,6 +18,8 @@ from cubridge.llm.errors import ManualReplyTimeout
 from cubridge.llm.providers.base import render_messages
 from cubridge.llm.request import Reply, Request, Usage
 
+MANUAL_LABEL = "written by hand through the manual provider, not a model's output"
+
 
 def _announce(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
@@ -80,4 +82,5 @@ class ManualProvider:
             latency_s=time.monotonic() - start,
             finish_reason="manual",
             raw={"reply_file": str(reply_path)},
+            label=MANUAL_LABEL,
         )

@@ -3,6 +3,7 @@ content hash. For tests, and for reproducing a run without a model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cubridge.llm.errors import ReplayMiss
@@ -21,7 +22,12 @@ class ReplayProvider:
         self._replies: dict[str, Reply] = {}
         # Later recordings (higher seq) of the same request win.
         for exchange in sorted(read_exchanges(self.directory), key=lambda e: e.seq):
-            self._replies[exchange.request_hash] = exchange.reply
+            origin = exchange.label or f"{exchange.provider}/{exchange.model}"
+            self._replies[exchange.request_hash] = replace(
+                exchange.reply,
+                latency_s=0.0,
+                label=f"replayed from {exchange.path} ({origin})",
+            )
 
     def __len__(self) -> int:
         return len(self._replies)
@@ -34,4 +40,4 @@ class ReplayProvider:
                 f"({len(self._replies)} recorded requests); the prompt or sampling "
                 f"parameters differ from every recording"
             )
-        return Reply(reply.text, reply.usage, reply.model, 0.0, reply.finish_reason, reply.raw)
+        return reply
