@@ -111,3 +111,14 @@ def test_templates_are_strict():
         render("nope")
     # Substituted text is not scanned again: kernel code with braces is safe.
     assert substitute("A {{x}} B", {"x": "{{y}} {{ z }}"}) == "A {{y}} {{ z }} B"
+
+
+def test_openai_max_tokens_field_follows_the_server():
+    from cubridge.llm.providers.openai_chat import OpenAIChatProvider
+
+    assert OpenAIChatProvider("m", api_key="x").max_tokens_field == "max_completion_tokens"
+    local = OpenAIChatProvider("m", api_key="x", base_url="http://127.0.0.1:8000/v1")
+    assert local.max_tokens_field == "max_tokens"
+    forced = OpenAIChatProvider("m", api_key="x", max_tokens_field="max_completion_tokens",
+                                base_url="http://127.0.0.1:8000/v1")  # fmt: skip
+    assert forced.max_tokens_field == "max_completion_tokens"
