@@ -159,14 +159,15 @@ def stages(findings: list[Finding]) -> list[Stage]:
         return Stage(name, not missing, missing)
 
     compile_needs = [(ok.get("nvcc", False), "nvcc"),
-                     (ok.get("nvcc targets", False), "nvcc with sm_80/sm_90a"),
-                     (ok.get("CUTLASS headers", False), "CUTLASS headers")]
+                     (ok.get("nvcc targets", False), "nvcc with sm_80/sm_90a")]
     gpu_needs = [(has_gpu, "a CUDA GPU visible to torch"),
                  (ok.get("cuda-python", False), "cuda-python")]
     return [
         stage("spec + verify on CPU", [(ok.get("torch", False), "torch")]),
         stage("transfer + lower (hook codegen)", [(ok.get("torch", False), "torch")]),
         stage("compile", compile_needs),
+        stage("compile CuTe/CUTLASS kernels",
+              compile_needs + [(ok.get("CUTLASS headers", False), "CUTLASS headers")]),
         stage("GPU verify", compile_needs + gpu_needs),
         stage("bench", compile_needs + gpu_needs + [
             (ok.get("triton", False), "triton (Flex Triton peer, do_bench)"),
@@ -183,9 +184,10 @@ def render(findings: list[Finding], stage_list: list[Stage]) -> str:
     lines = ["cubridge doctor", "", "This machine:"]
     lines += [f"  {'ok' if f.ok else '--'}  {f.name:<{width}}  {f.detail}" for f in findings]
     lines += ["", "Stages:"]
+    stage_width = max(len(s.name) for s in stage_list)
     for s in stage_list:
         state = "ready" if s.ready else "missing " + "; ".join(s.missing)
-        lines.append(f"  {'ok' if s.ready else '--'}  {s.name:<32} {state}")
+        lines.append(f"  {'ok' if s.ready else '--'}  {s.name:<{stage_width}}  {state}")
     return "\n".join(lines)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -110,7 +109,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     # Imported here so that `cubridge --help` stays fast and independent of them.
-    from cubridge.bench.report import collect_metadata, load_json, markdown_table, write_reports
+    from cubridge.bench.report import (
+        collect_metadata,
+        invocation,
+        load_json,
+        markdown_table,
+        write_reports,
+    )
     from cubridge.bench.runner import BenchConfig, run_bench
 
     if args.render is not None:
@@ -145,7 +150,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"cubridge bench: --device cpu times with the wall clock; {timing}")
     config = BenchConfig(seq_lens=args.seq_lens, configs=args.configs, tokens=args.tokens,
                          seed=args.seed, device=args.device)
-    meta = collect_metadata(shlex.join(sys.argv), args.device,
+    meta = collect_metadata(invocation(sys.argv), args.device,
                             f"{timing}, warmup {settings.warmup_ms} ms, rep {settings.rep_ms} ms",
                             {"impls": {i.name: i.source for i in impls}})
     print(f"cubridge bench on {meta['device']}: {len(specs)} variant(s) x {len(args.configs)} "

@@ -64,6 +64,19 @@ def prepare_eager(case: Case) -> Prepared:
     return Prepared(lambda: spec.reference(q, k, v, **aux), note="spec reference")
 
 
+def prepare_eager_fp32(case: Case) -> Prepared:
+    """The spec's reference on float32 copies of the inputs, output cast back: what
+    a user does when the reference in bf16 is not accurate enough (the casts are
+    part of the timed call)."""
+    spec, q, k, v, dtype = case.spec, case.q, case.k, case.v, case.dtype
+    aux = dict(case.aux)
+
+    def run() -> torch.Tensor:
+        return first_tensor(spec.reference(q.float(), k.float(), v.float(), **aux)).to(dtype)
+
+    return Prepared(run, note="float32 compute")
+
+
 def prepare_sdpa(case: Case) -> Prepared:
     """SDPA: native is_causal for full/causal masks, else a dense bool mask or a
     dense float bias (mask as -inf) built from the mods."""
@@ -176,7 +189,8 @@ def prepare_fa4(case: Case) -> Prepared:
 
 
 PEER_SOURCES = {
-    "eager": "the spec's reference(q, k, v, **aux)",
+    "eager": "the spec's reference(q, k, v, **aux) in the input dtype",
+    "eager_fp32": "the spec's reference on float32 copies, output cast back",
     "sdpa": "torch.nn.functional.scaled_dot_product_attention",
     "flex_triton": "torch.compile(flex_attention), Triton backend",
     "flex_flash": "torch.compile(flex_attention), kernel_options BACKEND=FLASH",
@@ -184,6 +198,7 @@ PEER_SOURCES = {
 }
 PEERS: dict[str, Callable[[Case], Prepared]] = {
     "eager": prepare_eager,
+    "eager_fp32": prepare_eager_fp32,
     "sdpa": prepare_sdpa,
     "flex_triton": make_flex_preparer("TRITON"),
     "flex_flash": make_flex_preparer("FLASH"),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import json
+import os
 import platform
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +32,11 @@ def _version(dist: str) -> str:
 
 
 def git_commit(root: Path = REPO_ROOT) -> str:
-    """HEAD's hash, with '+dirty' when tracked files differ from it."""
+    """HEAD's hash, with '+dirty' when tracked files differ from it. A copy of
+    the tree without .git (a device machine) takes it from $CUBRIDGE_COMMIT."""
+    if not (root / ".git").exists():
+        given = os.environ.get("CUBRIDGE_COMMIT", "").strip()
+        return f"{given} (from CUBRIDGE_COMMIT)" if given else "unknown (not a git checkout)"
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=10, check=True).stdout.strip()
@@ -39,6 +45,16 @@ def git_commit(root: Path = REPO_ROOT) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown (not a git checkout)"
     return head + ("+dirty" if dirty.strip() else "")
+
+
+def invocation(argv: Sequence[str]) -> str:
+    """The command line as a user would retype it."""
+    program = argv[0] if argv else "cubridge"
+    if Path(program).name == "cubridge":
+        program = "cubridge"
+    elif program.replace("\\", "/").endswith("cubridge/cli.py"):
+        program = "python -m cubridge.cli"
+    return " ".join([program, *(shlex.quote(a) for a in argv[1:])])
 
 
 def device_name(device: str) -> str:

@@ -34,9 +34,11 @@ def passes(prepare, case: Case) -> tuple[bool, str]:
 
 @pytest.mark.parametrize("name", ["full", "causal", "document_causal", "alibi_causal",
                                   "softcap_causal", "sigmoid_causal"])
-def test_eager_peer_is_the_spec_reference_and_verifies(specs, name):
+def test_eager_peers_run_the_spec_reference_and_verify(specs, name):
     ok, note = passes(PEERS["eager"], case_for(specs[name]))
     assert ok and note == "spec reference"
+    ok, note = passes(PEERS["eager_fp32"], case_for(specs[name]))
+    assert ok and note == "float32 compute"
 
 
 @pytest.mark.parametrize("name,note", [("full", "native"), ("causal", "native is_causal"),

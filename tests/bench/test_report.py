@@ -9,7 +9,13 @@ import re
 import pytest
 
 from cubridge.bench.peers import Impl, Prepared, peer_impls
-from cubridge.bench.report import collect_metadata, git_commit, load_json, write_reports
+from cubridge.bench.report import (
+    collect_metadata,
+    git_commit,
+    invocation,
+    load_json,
+    write_reports,
+)
 from cubridge.bench.runner import BenchConfig, run_bench
 from cubridge.bench.timing import wallclock_timer
 from cubridge.cli import main
@@ -75,8 +81,20 @@ def test_load_json_rejects_other_files(tmp_path):
         load_json(other)
 
 
-def test_git_commit_is_the_checkout_head():
+def test_git_commit_is_the_checkout_head(tmp_path, monkeypatch):
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", git_commit())
+    # A copy of the tree without .git (the device machine) names its commit by env var.
+    monkeypatch.delenv("CUBRIDGE_COMMIT", raising=False)
+    assert git_commit(tmp_path) == "unknown (not a git checkout)"
+    monkeypatch.setenv("CUBRIDGE_COMMIT", "abc1234")
+    assert git_commit(tmp_path) == "abc1234 (from CUBRIDGE_COMMIT)"
+
+
+def test_command_is_recorded_as_typed():
+    assert invocation(["/usr/local/bin/cubridge", "bench", "full", "--name", "a b"]) == \
+        "cubridge bench full --name 'a b'"
+    assert invocation(["/repo/cubridge/cli.py", "bench", "causal"]) == \
+        "python -m cubridge.cli bench causal"
 
 
 def test_bench_without_gpu_says_so(capsys):
