@@ -101,9 +101,8 @@ def build_block_table(mask_mod: Callable[..., torch.Tensor], shape: Shape, block
         q = torch.arange(q0, q1, device=device).view(1, 1, q1 - q0, 1)
         allowed = mask_mod(b, h, q, k, **aux)
         if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
-            raise TypeError(f"mask_mod returned {type(allowed).__name__}"
-                            f"{'' if not isinstance(allowed, torch.Tensor) else allowed.dtype},"
-                            " not a bool tensor")
+            got = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
+            raise TypeError(f"mask_mod returned {got}, not a bool tensor")
         allowed = allowed.expand(bt, ht, q1 - q0, shape.sk)
         parts.append(_kinds_of(allowed, block_m, block_n))
     kinds = torch.cat(parts, dim=2).contiguous()

@@ -55,7 +55,7 @@ def softcap(score, b, h, q, k):
 
 
 def relative_position(score, b, h, q, k, *, rel_bias):
-    # rel_bias is [H, 2S - 1]; its size gives S, read at run time
+    # rel_bias is [H, 2S - 1] (S = max(Sq, Sk)); its size gives S, read at run time
     return score + rel_bias[h, q - k + (rel_bias.shape[1] + 1) // 2 - 1]
 
 
@@ -86,7 +86,7 @@ def floor_mod_mask(b, h, q, k):
 
 
 def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
-    s, bsz = shape.sk, shape.b
+    s, bsz = max(shape.sq, shape.sk), shape.b
     lengths = []
     doc = torch.empty(bsz, s, dtype=torch.int32)
     for bi in range(bsz):

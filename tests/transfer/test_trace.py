@@ -1,0 +1,208 @@
+"""Tracing mods into the hook IR: semantics match torch, errors say what and where."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+import torch
+from hook_variants import VARIANTS
+
+from cubridge.transfer import expr
+from cubridge.transfer.expr import DType
+from cubridge.transfer.simplify import simplify
+from cubridge.transfer.torch_render import render_torch
+from cubridge.transfer.trace import TraceError, trace_mask_mod, trace_score_mod
+
+B, H, SQ, SK = 2, 3, 37, 45
+
+
+def _grid():
+    return (torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1),
+            torch.arange(SQ).view(1, 1, SQ, 1), torch.arange(SK).view(1, 1, 1, SK))
+
+
+def _aux():
+    g = torch.Generator().manual_seed(3)
+    return {
+        "prefix_len": torch.tensor(11),
+        "doc_id": torch.randint(0, 3, (B, max(SQ, SK)), generator=g).sort(dim=1).values,
+        "segment": torch.randint(0, 4, (B, max(SQ, SK)), generator=g, dtype=torch.int32),
+        "slope": torch.rand(H, generator=g),
+        "rel_bias": torch.randn(H, SQ + SK - 1, generator=g),
+        "log_s": torch.tensor(math.log(SK), dtype=torch.float32),
+    }
+
+
+def _eval_traced(node, aux, scores):
+    """Evaluate a traced expression with the torch renderer on the full grid."""
+    b, h, q, k = _grid()
+    code = render_torch(node, {n: n for n in aux}, {n: t.dtype for n, t in aux.items()})
+    env = {"torch": torch, "math": math, "b": b, "h": h, "q_idx": q, "kv_idx": k, "s": scores,
+           **aux}
+    return eval(code, env)
+
+
+def _kwargs(fn, aux):
+    names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY]
+    return {n: aux[n] for n in names}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_traced_mods_compute_what_the_mods_compute(name):
+    spec = VARIANTS[name]
+    aux = _aux()
+    b, h, q, k = _grid()
+    scores = torch.randn(B, H, SQ, SK, generator=torch.Generator().manual_seed(5)) * 5
+    if spec.mask_mod is not None:
+        traced = trace_mask_mod(spec.mask_mod, aux)
+        assert traced.node.dtype == DType.BOOL
+        want = spec.mask_mod(b, h, q, k, **_kwargs(spec.mask_mod, aux))
+        got = _eval_traced(traced.node, aux, scores)
+        assert torch.equal(got.expand(B, H, SQ, SK), want.expand(B, H, SQ, SK))
+    if spec.score_mod is not None:
+        traced = trace_score_mod(spec.score_mod, aux)
+        assert traced.node.dtype == DType.FLOAT
+        want = spec.score_mod(scores, b, h, q, k, **_kwargs(spec.score_mod, aux))
+        got = _eval_traced(traced.node, aux, scores)
+        torch.testing.assert_close(got.expand_as(want).float(), want.float(), rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_dtype_promotion_follows_torch():
+    t = trace_score_mod(lambda s, b, h, q, k: s + (q - k) // 2 + (q / 4), {}).node
+    # int // int stays int and is cast once; int / int is float
+    assert t.dtype == DType.FLOAT
+    ops = [n.op for n in t.walk()]
+    assert "floordiv" in ops and "truediv" in ops
+    fd = next(n for n in t.walk() if n.op == "floordiv")
+    assert fd.dtype == DType.INT
+    td = next(n for n in t.walk() if n.op == "truediv")
+    assert all(a.dtype == DType.FLOAT for a in td.args)
+    m = trace_mask_mod(lambda b, h, q, k: (q - k) * 1.5 < 3, {}).node
+    lt = next(n for n in m.walk() if n.op == "lt")
+    assert lt.args[0].dtype == DType.FLOAT and lt.args[1] == expr.const(3.0)
+
+
+def test_aux_reads_are_recorded_with_rank_and_dtype():
+    aux = _aux()
+    t = trace_mask_mod(VARIANTS["document_causal"].mask_mod, aux)
+    assert [(a.name, a.dtype, a.rank) for a in t.aux] == [("doc_id", torch.int64, 2)]
+    loads = [n for n in t.node.walk() if n.op == "aux_load"]
+    assert {len(n.args) for n in loads} == {2}
+    t = trace_mask_mod(VARIANTS["prefix_lm"].mask_mod, aux)
+    assert [(a.name, a.rank) for a in t.aux] == [("prefix_len", 0)]
+
+
+def test_aux_shape_is_read_at_run_time_not_baked_in():
+    t = trace_score_mod(VARIANTS["relative_position"].score_mod, _aux())
+    sizes = [n for n in t.node.walk() if n.op == "aux_size"]
+    assert sizes and sizes[0].arg == ("rel_bias", 1)
+
+
+def test_chained_indexing_and_methods():
+    aux = {"tab": torch.randn(3, 4)}
+    t = trace_score_mod(lambda s, b, h, q, k, *, tab: s.clamp(min=0).tanh() + tab[h][k % 4],
+                        aux).node
+    ops = {n.op for n in t.walk()}
+    assert {"max", "tanh", "aux_load", "mod"} <= ops
+
+
+def _line_of(fn, marker):
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
+
+
+def test_unsupported_op_names_the_op_and_line():
+    def mask(b, h, q, k):
+        x = q - k
+        return torch.sin(x) > 0  # the bad line
+
+    with pytest.raises(TraceError) as e:
+        trace_mask_mod(mask, {})
+    assert "torch.sin" in str(e.value)
+    assert e.value.where == f"{__file__}:{_line_of(mask, 'the bad line')}"
+    assert "mask_mod" in str(e.value)
+
+
+def test_unsupported_method_names_the_method():
+    def score(s, b, h, q, k):
+        return s.cumsum(0)  # method
+
+    with pytest.raises(TraceError, match=r"\.cumsum\(\)") as e:
+        trace_score_mod(score, {})
+    assert e.value.where.endswith(f":{_line_of(score, '# method')}")
+
+
+def test_python_control_flow_is_rejected_with_its_line():
+    def mask(b, h, q, k):
+        if q > k:  # branch
+            return q > 0
+        return q < 0
+
+    with pytest.raises(TraceError, match="control flow") as e:
+        trace_mask_mod(mask, {})
+    assert e.value.where.endswith(f":{_line_of(mask, '# branch')}")
+
+
+def test_math_functions_on_traced_values_are_rejected():
+    with pytest.raises(TraceError, match="float\\(\\)"):
+        trace_score_mod(lambda s, b, h, q, k: s + math.log(q), {})
+
+
+def test_integer_bitwise_ops_are_rejected():
+    with pytest.raises(TraceError, match="bitwise & on a int"):
+        trace_mask_mod(lambda b, h, q, k: (q & 1) == 0, {})
+
+
+def test_non_bool_mask_is_rejected():
+    with pytest.raises(TraceError, match="bool mask"):
+        trace_mask_mod(lambda b, h, q, k: q - k, {})
+
+
+def test_missing_aux_is_named():
+    def mask(b, h, q, k, *, lengths):
+        return q < lengths[b]
+
+    with pytest.raises(TraceError, match="'lengths'"):
+        trace_mask_mod(mask, {"other": torch.zeros(2)})
+
+
+def test_global_tensor_captured_by_a_mod_is_rejected():
+    table = torch.arange(10)
+
+    def mask(b, h, q, k):
+        return table[q] > 3  # captured
+
+    with pytest.raises(TraceError, match="__getitem__") as e:
+        trace_mask_mod(mask, {})
+    assert e.value.where.endswith(f":{_line_of(mask, '# captured')}")
+
+
+def test_wrong_index_count_and_float_index_are_rejected():
+    aux = {"tab": torch.randn(3, 4)}
+    with pytest.raises(TraceError, match="rank 2 but got 3"):
+        trace_score_mod(lambda s, b, h, q, k, *, tab: s + tab[h, q, k], aux)
+    with pytest.raises(TraceError, match="float expression"):
+        trace_score_mod(lambda s, b, h, q, k, *, tab: s + tab[h, q / 2], aux)
+    with pytest.raises(TraceError, match="used as a value"):
+        trace_score_mod(lambda s, b, h, q, k, *, tab: s + tab[h], aux)
+
+
+def test_unsupported_aux_dtype_is_rejected():
+    with pytest.raises(TraceError, match="bfloat16"):
+        trace_score_mod(lambda s, b, h, q, k, *, t: s + t[h], {"t": torch.ones(2).bfloat16()})
+
+
+def test_simplify_folds_constants_and_identities():
+    t = trace_mask_mod(lambda b, h, q, k: (q - 0 >= k * 1) & (3 < 4) | (2 > 5), {}).node
+    assert t == expr.apply("ge", expr.var("q"), expr.var("k"))
+    t = trace_score_mod(lambda s, b, h, q, k: torch.where(q >= 0, s, s) + 0.0, {}).node
+    assert t == expr.var("score")
+    # floor division and modulo fold with Python/torch sign rules
+    folded = simplify(expr.apply("floordiv", expr.const(-7), expr.const(2)))
+    assert folded == expr.const(-4)
+    assert simplify(expr.apply("mod", expr.const(-7), expr.const(3))) == expr.const(2)
+    # division by zero is left for run time
+    assert simplify(expr.apply("floordiv", expr.const(1), expr.const(0))).op == "floordiv"
