@@ -128,6 +128,13 @@ def _int(value: object) -> int:
     return number
 
 
+def _nonneg_int(value: object) -> int:
+    number = _int(value)
+    if number < 0:
+        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    return number
+
+
 def _positive_int(value: object) -> int:
     number = _int(value)
     if number <= 0:
@@ -201,19 +208,15 @@ RETRY_KEYS: dict[str, Callable[[object], Any]] = {
     "backoff_max_s": _nonneg_float,
 }
 BUDGET_KEYS: dict[str, Callable[[object], Any]] = {
-    "tokens": lambda v: _int(v) if _int(v) >= 0 else _fail(f"expected >= 0, got {v!r}"),
+    "tokens": _nonneg_int,
     "cost_usd": _nonneg_float,
-    "calls": lambda v: _int(v) if _int(v) >= 0 else _fail(f"expected >= 0, got {v!r}"),
+    "calls": _nonneg_int,
 }
 PRICE_KEYS = ("input_per_mtok", "output_per_mtok")
 SECRET_HINT = (
     "API keys are read only from the environment: put the key in an environment "
     'variable and name it with api_key_env = "VARIABLE"'
 )
-
-
-def _fail(message: str) -> Any:
-    raise ValueError(message)
 
 
 def _parse(where: str, key: str, parser: Callable[[object], Any], value: object) -> Any:

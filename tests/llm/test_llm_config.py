@@ -111,7 +111,7 @@ def test_config_file_location_from_env_and_xdg(tmp_path):
         ("max_tokens = 0\n", "max_tokens: expected an integer > 0"),
         ("[retry]\nmax_attempt = 3\n", "[retry]: unknown setting 'max_attempt'"),
         ('[prices."m"]\ninput_per_mtok = 1\n', "needs exactly input_per_mtok and output_per_mtok"),
-        ("[budgets.lift]\ncalls = -1\n", "[budgets.lift]: calls: expected >= 0"),
+        ("[budgets.lift]\ncalls = -1\n", "[budgets.lift]: calls: expected an integer >= 0, got -1"),
         ("provider = \n", "invalid TOML"),
     ],
 )
