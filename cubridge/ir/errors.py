@@ -8,6 +8,7 @@ executor, and which worker (warp role) made the call.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -36,6 +37,7 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+@functools.lru_cache(maxsize=4096)
 def _in_ir(path: str) -> bool:
     return os.path.dirname(os.path.abspath(path)) == _IR_DIR
 
