@@ -166,3 +166,23 @@ def test_hopper_program_is_fast_enough() -> None:
     elapsed = time.perf_counter() - t0
     assert elapsed < 10.0, f"FaSm90 took {elapsed:.1f} s"
     assert rel_error(out, attention_f64(q, k, v)[0]) < REL_TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("cls", [FaSm80, FaSm90])
+def test_query_block_with_no_key_blocks_writes_zeros_and_minus_inf(cls: type) -> None:
+    class NothingForTheFirstBlock(cls):  # type: ignore[misc, valid-type]
+        def mask_mod(self, b, h, q_idx, kv_idx):
+            return q_idx >= self.block_m
+
+        def kv_block_range(self, b, h, q_start, q_end):
+            return (0, 0) if q_start == 0 else (0, -(-self.seqlen_k // self.block_n))
+
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 200, 64, generator=gen).half() for _ in range(3))
+    out, lse = attention_fn(NothingForTheFirstBlock, policy="all")(q, k, v)
+    bm = cls().block_m
+    assert torch.equal(out[:, :, :bm], torch.zeros_like(out[:, :, :bm]))
+    assert torch.isneginf(lse[:, :, :bm]).all()
+    ref, ref_lse = attention_f64(q[:, :, bm:], k, v)
+    assert rel_error(out[:, :, bm:], ref) < REL_TOL[torch.float16]
+    assert float((lse[:, :, bm:].double() - ref_lse).abs().max()) < LSE_TOL

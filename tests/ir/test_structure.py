@@ -103,3 +103,18 @@ def test_docs_cuir_md_is_generated_and_fresh() -> None:
                    "### `KernelBase.gemm_async(", "### `tile_math.exp2(",
                    "### `KernelBase.block_kind(", "class FaSm90(KernelBase)"):
         assert needle in text
+
+
+def test_check_reports_what_the_target_must_hold() -> None:
+    from cubridge.ir import check
+    from cubridge.kernels.fa_sm80.cuir import FaSm80
+
+    r = check(FaSm90)  # D=128 bf16: Q 128x128, K and V 2 x 128x128, 9 mbarriers
+    tile = 128 * 128 * 2
+    assert r.smem_bytes == tile * 5 + 9 * 8 and r.smem_limit == 227 * 1024
+    assert r.workers == [("producer", 4), ("consumer0", 4), ("consumer1", 4)]
+    assert r.gemms == [("wgmma", 64, 128, 128)]
+    assert ("k_empty[1]", 2) in r.barriers
+    r80 = check(FaSm80, head_dim=64)
+    assert r80.smem_bytes == 128 * 64 * 2 + 2 * 2 * 64 * 64 * 2
+    assert set(r80.gemms) == {("mma.sync", 128, 64, 64)}
