@@ -145,15 +145,27 @@ def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
                 + "\n  return KvRange{0, num_kv_blocks};")
     if plan.classification == "interval":
         return """\
-  // the tightest range interval classification proves: drop EMPTY blocks at both ends
-  int lo = 0, hi = num_kv_blocks;
-  while (lo < hi && block_kind(b, h, q_start, q_end, lo * block_n, (lo + 1) * block_n, aux) ==
-                        BlockKind::Empty) {
-    ++lo;
+  // Leading key blocks [0, lo) and trailing [hi, n) that are EMPTY as a whole.
+  // A tile inside an EMPTY tile is EMPTY (interval arithmetic is monotone under
+  // inclusion), so both are binary searches: O(log n) classifications.
+  int lo = 0, top = num_kv_blocks;  // largest lo with [0, lo) EMPTY
+  while (lo < top) {
+    const int mid = (lo + top + 1) / 2;
+    if (block_kind(b, h, q_start, q_end, 0, mid * block_n, aux) == BlockKind::Empty) {
+      lo = mid;
+    } else {
+      top = mid - 1;
+    }
   }
-  while (hi > lo && block_kind(b, h, q_start, q_end, (hi - 1) * block_n, hi * block_n, aux) ==
-                        BlockKind::Empty) {
-    --hi;
+  int hi = num_kv_blocks, bottom = lo;  // smallest hi with [hi, n) EMPTY
+  while (bottom < hi) {
+    const int mid = (bottom + hi) / 2;
+    if (block_kind(b, h, q_start, q_end, mid * block_n, num_kv_blocks * block_n, aux) ==
+        BlockKind::Empty) {
+      hi = mid;
+    } else {
+      bottom = mid + 1;
+    }
   }
   return KvRange{lo, hi};"""
     bi = "b" if plan.table_depends_on_b else "0"
