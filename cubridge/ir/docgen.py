@@ -85,7 +85,7 @@ SECTIONS: list[tuple[str, Any, list[tuple[str, Any]]]] = [
         ("KernelBase.kv_blocks", KB.kv_blocks),
         ("KernelBase.apply_score_hooks", KB.apply_score_hooks),
     ]),
-    ("Executing and checking", scheduler, [
+    ("Executing and checking", (executor, scheduler), [
         ("execute", executor.execute), ("attention_fn", executor.attention_fn),
         ("check", checks.check),
     ]),
@@ -192,8 +192,9 @@ def render() -> str:
     out.append("")
     for title, module, entries in SECTIONS:
         out += [f"## {title}", ""]
-        if module is not None and inspect.getdoc(module):
-            out += [inspect.getdoc(module) or "", ""]
+        for mod in module if isinstance(module, tuple) else (module,):
+            if mod is not None and inspect.getdoc(mod):
+                out += [inspect.getdoc(mod) or "", ""]
         for name, obj in entries:
             if obj is None:
                 header, owner, attr = ATTRIBUTE_DOCS[name]

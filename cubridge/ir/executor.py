@@ -1,11 +1,33 @@
-"""Running a CuIR attention kernel on CPU tensors.
+"""Running a CuIR attention kernel on CPU tensors, and what running it checks.
 
 `execute` runs every CTA of the grid, one after another (CTAs share nothing
 but global memory, and attention CTAs write disjoint outputs), each under the
 chosen scheduling policy; `policy="all"` runs every policy and requires
 bit-identical results, naming the writers of the first differing element if
 not. `attention_fn` wraps a kernel class as an ordinary attention function
-with the layouts of cubridge.attention.
+with the layouts of cubridge.attention. Outputs start as NaN, so anything the
+kernel does not write shows.
+
+What a run rejects (each error names the IR line and the worker):
+
+- HazardError: reading an SMEM tile whose copy has not landed or whose
+  cp.async group was not waited; reading data written by another worker
+  without waiting on the barrier that orders it (a missing or wrong-phase
+  wait); reading SMEM nothing wrote; overwriting a stage a reader has not
+  released (its empty barrier) or that an in-flight gemm_async still reads;
+  reading an accumulator before wait_group retired its gemm_async; a
+  multi-warp role reading its own per-thread stores, or overwriting what it
+  read, with no sync_threads in between;
+- DeadlockError: every unfinished worker blocked, with each one's position;
+- SyncError: more transaction bytes landed than expect_tx announced; a
+  named barrier over-arrived; a barrier left mid-phase when the CTA ends;
+- StaticCheckError: shared memory over the target's limit (at the alloc),
+  an illegal mma.sync / wgmma shape or an instruction the target lacks (at
+  the gemm), a worker ending with async groups never waited, a barrier count
+  no set of bound threads can reach, too many named barriers;
+- RaceError (policy "all"): results that differ between policies;
+- ProgramError: a primitive misused (spaces, shapes, dtypes, ownership) or
+  a Python error in the kernel's code.
 """
 
 from __future__ import annotations
