@@ -62,3 +62,13 @@ def first_tensor(result: object) -> torch.Tensor:
     if not isinstance(result, torch.Tensor):
         raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
     return result
+
+
+def make_aux_on(spec: Spec, shape: Shape, seed: int, device: torch.device) -> dict:
+    """The spec's aux tensors for `shape` on `device`. Specs draw them on the CPU
+    from a CPU generator (the spec part's convention, with its checks); they are
+    then moved, so every device sees the same documents, slopes and tables."""
+    from cubridge.spec.inputs import make_aux
+
+    aux = make_aux(spec, shape, torch.Generator().manual_seed(seed))
+    return {name: t.to(device) for name, t in aux.items()}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape, default_scale
-from cubridge.bench.case import first_tensor
+from cubridge.bench.case import first_tensor, make_aux_on
 from cubridge.bench.mods import arange, eval_mask
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods, bind_mods
@@ -94,7 +94,7 @@ def mods_agree_with_reference(spec: Spec, shape: Shape, device: torch.device | s
                     dtype=torch.float64)
     v = torch.randn(1, small.hk, small.sk, small.head_dim_v, generator=gen, device=device,
                     dtype=torch.float64)
-    aux = dict(spec.make_aux(small, gen, torch.device(device))) if spec.make_aux else {}
+    aux = make_aux_on(spec, small, seed, torch.device(device))
     want = _reference_whole(spec, q, k, v, aux)
     got = attention_from_mods(q, k, v, bind_mods(spec, aux), spec.normalizer, spec.scale)
     rel = float((got - want).norm() / want.norm().clamp_min(1e-300))

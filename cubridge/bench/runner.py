@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig, Shape
-from cubridge.bench.case import Case, make_inputs
+from cubridge.bench.case import Case, make_aux_on, make_inputs
 from cubridge.bench.check import check_output, tolerance_for
 from cubridge.bench.flops import count_allowed_pairs
 from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
@@ -127,7 +127,7 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -
     device = torch.device(config.device)
     gen = torch.Generator(device=device).manual_seed(config.seed)
     q, k, v = make_inputs(shape, config.dtype, device, gen)
-    aux = dict(spec.make_aux(shape, gen, device)) if spec.make_aux else {}
+    aux = make_aux_on(spec, shape, config.seed, device)
     mods = bind_mods(spec, aux)
     stats = count_allowed_pairs(mods.mask_mod, shape, device)
     return Case(spec, cfg, shape, config.dtype, q, k, v, aux, mods, stats)

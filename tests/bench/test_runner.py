@@ -129,7 +129,8 @@ def test_broken_case_is_recorded(specs):
     results = run_bench([spec], peer_impls(["sdpa"]),
                         BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu"),
                         wallclock_timer(2), progress=lambda _: None)
-    assert results[0].reference.startswith("case failed: KeyError")
+    assert results[0].reference.startswith("case failed: SpecError")
+    assert "make_aux raised" in results[0].reference and "doc lengths" in results[0].reference
     assert results[0].impls[0].status == "skipped"
 
 
