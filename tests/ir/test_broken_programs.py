@@ -81,7 +81,7 @@ MUTANTS = [
            "self.k_full[i].arrive_expect_tx(self.k_s[i].nbytes)",
            "self.k_full[i].arrive_expect_tx(self.k_s[i].nbytes * 2)", (PRODUCER_K_EMPTY,)),
     Mutant("read_of_pending_async_copy", SM80,
-           "self.copy_wait(2)  # K(n_i)", "self.copy_wait(3)  # K(n_i)",
+           "self.copy_wait(in_flight)  # K(n_i)", "self.copy_wait(in_flight + 1)  # K(n_i)",
            (Expect(HazardError, "self.gemm(self.q_s, self.k_s[slot]", "attention"),)),
     Mutant("missing_wait_group", SM90,
            "            self.wait_group(1 if prev is not None else 0)  # S(n) ready; PV may be in "
@@ -98,7 +98,8 @@ MUTANTS = [
            "slot\n", "",
            (Expect(HazardError, "self.copy_async(self.k_s[slot], src)", "attention"),)),
     Mutant("missing_sync_threads_after_copy_wait", SM80,
-           "                self.sync_threads()\n                load_v", "                load_v",
+           "                self.sync_threads()\n                load_v(i + ahead",
+           "                load_v(i + ahead",
            (Expect(HazardError, "self.gemm(self.q_s, self.k_s[slot]", "attention"),)),
     Mutant("extra_arrive", SM90,
            "            self.k_empty[slot.index].arrive()\n",

@@ -28,8 +28,8 @@ def _random_cases(kernel: str, n: int, rng: random.Random) -> list[dict]:
     for i in range(n):
         hq, hk = HEADS[i % len(HEADS)]
         cfg = {}
-        if kernel == "sm80" and rng.random() < 0.3:
-            cfg = {"block_m": 64, "block_n": 32}
+        if kernel == "sm80" and rng.random() < 0.4:
+            cfg = rng.choice([{"block_m": 64, "block_n": 32}, {"stages": 3}])
         if kernel == "sm90" and rng.random() < 0.3:
             cfg = {"block_n": 64, "stages": 3}
         cases.append(dict(

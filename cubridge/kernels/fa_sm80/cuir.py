@@ -4,17 +4,19 @@ Ampere tensor cores.
 One CTA computes one query block of `block_m` rows for one (batch, query
 head). A single role of `num_warps` warps does everything: the warps split the
 query rows (mma.sync m16n8k16, whole 16-row slabs per warp), Q stays in shared
-memory, and K and V stream through `stages` = 2 shared-memory slots each with
-cp.async groups, committed one tile per group so the wait counts never change:
+memory, and K and V stream through `stages` shared-memory slots each (2 in
+fa_sm80.cu) with cp.async groups, one tile per group, always committed so the
+wait counts never change. With S stages the groups go K V K V ... with K
+running S - 1 blocks ahead:
 
-    prologue: [Q + K(n0)] [V(n0)] [K(n1)]
-    iteration i (key block n_i, slot i % 2):
-      copy_wait(2) + sync   K(n_i) landed for every warp
-      issue V(n_{i+1})      S = Q K^T, hooks, online softmax (P in registers)
-      copy_wait(2) + sync   V(n_i) landed, and every warp is done with K's slot
-      issue K(n_{i+2})      O += P V
+    prologue: [Q + K(n0)] [V(n0)] [K(n1)] ... [V(n_{S-2})] [K(n_{S-1})]
+    iteration i (key block n_i, slot i % S):
+      copy_wait(2S-2) + sync   K(n_i) landed for every warp
+      issue V(n_{i+S-1})       S = Q K^T, hooks, online softmax (P in registers)
+      copy_wait(2S-2) + sync   V(n_i) landed, and every warp is done with K's slot
+      issue K(n_{i+S})         O += P V
 
-Every load is issued a full phase before it is needed. The variant enters
+Every load is issued at least a full phase before it is needed. The variant enters
 through the hooks only (docs/hooks.md): kv_block_range bounds the key loop,
 EMPTY blocks are never loaded, FULL blocks are unmasked except at the key
 tail, PARTIAL blocks apply mask_mod.
@@ -39,9 +41,8 @@ class FaSm80(KernelBase):
         for name, val in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
             if not isinstance(val, int) or val <= 0:
                 raise ValueError(f"FaSm80: {name} must be a positive int, got {val!r}")
-        if stages != 2:
-            raise ValueError(f"FaSm80: stages must be 2 (the pipeline's wait counts assume two "
-                             f"K/V slots, as fa_sm80.cu does), got {stages!r}")
+        if not isinstance(stages, int) or stages < 2:
+            raise ValueError(f"FaSm80: stages must be an int >= 2 (K/V slots), got {stages!r}")
         self.block_m = block_m
         self.block_n = block_n
         self.num_warps = num_warps
@@ -88,14 +89,17 @@ class FaSm80(KernelBase):
 
         if blocks:
             self.copy_async(self.q_s, self.q.tile(b, h, start=q_start, rows=bm))
-            load_k(0, 0)
-            load_v(0, 0)
-            load_k(1, 1)
+            ahead = self.stages - 1  # K runs this many blocks ahead, V one less
+            for i in range(ahead):
+                load_k(i, i)
+                load_v(i, i)
+            load_k(ahead, ahead)
+            in_flight = 2 * ahead  # groups younger than the one each wait needs
             for i, (n, kind) in enumerate(blocks):
                 slot = i % self.stages
-                self.copy_wait(2)  # K(n_i) and Q landed; V(n_i), K(n_{i+1}) may be in flight
+                self.copy_wait(in_flight)  # K(n_i) and Q landed; later tiles may be in flight
                 self.sync_threads()
-                load_v(i + 1, (slot + 1) % self.stages)
+                load_v(i + ahead, (i + ahead) % self.stages)
 
                 self.gemm(self.q_s, self.k_s[slot], s_acc, trans_b=True, accumulate=False)
                 s = self.load(s_acc)
@@ -116,9 +120,9 @@ class FaSm80(KernelBase):
                 else:
                     p = tm.where(allowed, self.activation(s), 0.0)
 
-                self.copy_wait(2)  # V(n_i) landed; V(n_{i+1}), K(n_{i+1}) may be in flight
+                self.copy_wait(in_flight)  # V(n_i) landed; later tiles may be in flight
                 self.sync_threads()  # ... and every warp is done reading K(n_i)'s slot
-                load_k(i + 2, slot)
+                load_k(i + ahead + 1, slot)
                 self.gemm(tm.convert(p, self.dtype), self.v_s[slot], o_acc)
         self.copy_wait(0)
 
