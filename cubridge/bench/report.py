@@ -9,6 +9,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 from collections.abc import Sequence
@@ -33,17 +34,18 @@ def _version(dist: str) -> str:
 
 def git_commit(root: Path = REPO_ROOT) -> str:
     """HEAD's hash, with '+dirty' when tracked files differ from it. A copy of
-    the tree without .git (a device machine) takes it from $CUBRIDGE_COMMIT."""
-    if not (root / ".git").exists():
-        given = os.environ.get("CUBRIDGE_COMMIT", "").strip()
-        return f"{given} (from CUBRIDGE_COMMIT)" if given else "unknown (not a git checkout)"
+    the tree without git (a device machine) is named by $CUBRIDGE_COMMIT, which
+    also overrides git when set."""
+    given = os.environ.get("CUBRIDGE_COMMIT", "").strip()
+    if given:
+        return f"{given} (from CUBRIDGE_COMMIT)"
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                cwd=root, capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
+        return "unknown (not a git checkout; set CUBRIDGE_COMMIT)"
     return head + ("+dirty" if dirty.strip() else "")
 
 
@@ -188,8 +190,9 @@ def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
             ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(f"cubridge bench: {meta['device']}, {meta['date']}, commit {meta['commit'][:12]}",
-                 fontsize=10)
+    commit = meta["commit"]
+    commit = commit[:12] + commit[40:] if re.match(r"[0-9a-f]{40}", commit) else commit
+    fig.suptitle(f"cubridge bench: {meta['device']}, {meta['date']}, commit {commit}", fontsize=10)
     fig.text(0.01, 0.005, f"$ {meta['command']}", fontsize=7, family="monospace")
     fig.tight_layout(rect=(0, 0.03, 1, 0.96))
     info = {"Title": "cubridge bench", "Author": "cubridge",
