@@ -1,0 +1,249 @@
+"""The LLM lowering stage: target CuIR + the expert CUDA -> the variant's CUDA.
+
+The prompt (templates stage_system + lower) carries the structural and text
+diff of source and target IR, the recorded IR <-> CUDA correspondence (from a
+lift) with the changed methods marked, the numbered CUDA source and the edit
+action format. It is a ReAct loop: each reply's edit actions are applied to
+the source, the result is compiled with nvcc (errors, with the edited lines
+around them, go back), checked for register spills, and, where a GPU exists,
+launched and verified against the spec (the verifier's failures go back).
+Without a GPU the stage verifies by compiling only and says so.
+Artifacts: RUN/<kernel>_lowered.cu, RUN/lower.json (+ verify_gpu.txt).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cubridge.llm import LLMClient, ReplyParseError, apply_edits, parse_edits, run_generated
+from cubridge.llm.loop import Rejected
+from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
+from cubridge.stages.correspondence import render_correspondence
+from cubridge.stages.library import LibraryKernel, library_kernel
+from cubridge.stages.programs import sandbox_limits
+from cubridge.stages.prompts import edit_actions_help, numbered, stage_messages
+from cubridge.stages.sampling import best_of_k
+from cubridge.stages.settings import StageFailed, StageSettings
+
+STAGE = "lower"
+CONTEXT_LINES = 3  # edited-source lines shown around each compiler error
+MAX_DIAGNOSTICS = 10
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compile of the edited source: head dims, dtype, macros."""
+
+    head_dim: int
+    head_dim_v: int
+    dtype: torch.dtype
+    defines: dict[str, int]
+
+
+@dataclass
+class Lowered:
+    source: str
+    edits: int
+    resources: dict[str, Any] = field(default_factory=dict)  # per build
+    cubins: list[str] = field(default_factory=list)
+    verification: str = ""  # what was checked: compile-only or the GPU verifier's summary
+
+
+def builds_for(spec: Any, target_config: dict[str, Any]) -> list[Build]:
+    """One build per distinct (D, Dv) of the spec in its first dtype; tile
+    sizes and causality from the target program's configuration."""
+    out: list[Build] = []
+    dtype = spec.dtypes[0]
+    for cfg in spec.configs:
+        d, dv = cfg.d, cfg.head_dim_v
+        if any(b.head_dim == d and b.head_dim_v == dv for b in out):
+            continue
+        defines = {"CUBRIDGE_HEAD_DIM": d, "CUBRIDGE_HEAD_DIM_V": dv,
+                   "CUBRIDGE_BLOCK_M": int(target_config.get("block_m", 128)),
+                   "CUBRIDGE_BLOCK_N": int(target_config.get("block_n", 64)),
+                   "CUBRIDGE_NUM_WARPS": int(target_config.get("num_warps", 4)),
+                   "CUBRIDGE_CAUSAL": int(bool(target_config.get("causal", False)))}
+        if dtype == torch.float16:
+            defines["CUBRIDGE_DTYPE_FP16"] = 1
+        out.append(Build(d, dv, dtype, defines))
+    return out
+
+
+def describe_target(target_ir: Path, lib: LibraryKernel, settings: StageSettings
+                    ) -> dict[str, Any]:
+    """Outline, config and structural diff of the target against the library
+    program, computed in the sandbox (the target is generated code)."""
+    result = run_generated(Path(target_ir).read_text(), filename="target_cuir.py",
+                           entry="cubridge.stages.ir_check:describe_program",
+                           args=(lib.ir_class,), limits=sandbox_limits(settings))
+    return result.value
+
+
+def lower_messages(target_ir: Path, lib: LibraryKernel, spec_path: Path, arch: str,
+                   description: dict[str, Any], builds: list[Build],
+                   correspondence: dict[str, Any] | None):  # noqa: ANN201
+    from cubridge.spec import load
+
+    source = lib.cuda.read_text()
+    target = Path(target_ir).read_text()
+    text_diff = "".join(difflib.unified_diff(
+        lib.cuir.read_text().splitlines(keepends=True), target.splitlines(keepends=True),
+        fromfile=f"{lib.name}/cuir.py", tofile="target_cuir.py"))
+    defines = "\n".join(f"- build {i + 1}: " + ", ".join(f"{k}={v}" for k, v in b.defines.items())
+                        for i, b in enumerate(builds))
+    return stage_messages(
+        "lower", kernel_name=lib.name, arch=arch, defines=defines,
+        ir_diff=description["diff"], ir_text_diff=text_diff.rstrip() or "(no text change)",
+        correspondence=render_correspondence(correspondence, description.get("changed")),
+        edit_actions=edit_actions_help().rstrip(), spec_name=load(spec_path).name,
+        spec_source=Path(spec_path).read_text().rstrip(), target_ir=target.rstrip(),
+        source_name=lib.cuda.name, source_lines=str(len(source.splitlines())),
+        cuda_source=numbered(source))
+
+
+def _around(source: str, line: int) -> str:
+    lines = source.splitlines()
+    lo, hi = max(1, line - CONTEXT_LINES), min(len(lines), line + CONTEXT_LINES)
+    return "\n".join(f"    {k:5d} | {lines[k - 1]}" for k in range(lo, hi + 1))
+
+
+def compile_error_feedback(exc: Any, edited: str, source_name: str, build: Build) -> str:
+    """nvcc's diagnostics with the edited lines around each one (line numbers
+    of the edited file, not of the numbered original)."""
+    parts = [f"nvcc rejected the edited {source_name} (build D={build.head_dim}, "
+             f"Dv={build.head_dim_v}); line numbers below are of the EDITED file, your edit "
+             "actions must still refer to the original numbering:"]
+    for file, line, severity, message in exc.diagnostics[:MAX_DIAGNOSTICS]:
+        parts.append(f"{Path(file).name}:{line}: {severity}: {message}")
+        # The edited text compiles as "kernel.cu (source text)"; headers keep their names.
+        if line and (file.startswith("kernel.cu") or Path(file).name == source_name):
+            parts.append(_around(edited, line))
+    if not exc.diagnostics:
+        parts.append(str(exc))
+    return "\n".join(parts)
+
+
+def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Build],
+                   gpu_check: Callable[[str, list[Any]], str] | None) -> Lowered:
+    from cubridge.build import CompileError, compile_cuda
+
+    edits = parse_edits(reply)
+    if not edits:
+        raise ReplyParseError("no edit actions in the reply (blocks opened by '@@@ replace', "
+                              "'@@@ insert after', '@@@ insert before' or '@@@ delete')")
+    edited = apply_edits(lib.cuda.read_text(), edits)
+    lowered = Lowered(edited, len(edits))
+    compiled = []
+    for build in builds:
+        try:
+            ck = compile_cuda(edited, arch=arch, defines=build.defines,
+                              include_dirs=[lib.directory])
+        except CompileError as exc:
+            raise Rejected(compile_error_feedback(exc, edited, lib.cuda.name, build)) from None
+        res = ck.resources_of(lib.entry)
+        name = f"D{build.head_dim}_Dv{build.head_dim_v}"
+        if res.spills:
+            raise Rejected(f"build {name} compiles but spills registers ({res.spill_store_bytes} "
+                           f"B stored, {res.spill_load_bytes} B loaded, {res.registers} "
+                           "registers): restructure so that nothing spills")
+        lowered.resources[name] = res.to_json()
+        lowered.cubins.append(str(ck.cubin_path))
+        compiled.append((build, ck))
+    if gpu_check is not None:
+        lowered.verification = gpu_check(lib.entry, compiled)
+    else:
+        lowered.verification = (f"compile-only: nvcc {arch}, {len(builds)} build(s), no spills; "
+                                "no CUDA GPU here, so the kernel was not run or verified")
+    return lowered
+
+
+def gpu_verifier(spec: Any, settings: StageSettings) -> Callable[[str, list[Any]], str]:
+    """Launch each build on the GPU and verify it against the spec; Rejected
+    with the failing cases otherwise."""
+
+    def check(entry: str, compiled: list[Any]) -> str:
+        from cubridge.build.attention_op import AttentionKernel
+        from cubridge.spec.shapes import verification_shapes
+        from cubridge.verify import verify
+
+        summaries = []
+        for build, ck in compiled:
+            kernel = AttentionKernel(ck, entry, build.head_dim, build.dtype)
+            configs = [c for c in spec.configs
+                       if (c.d, c.head_dim_v) == (build.head_dim, build.head_dim_v)]
+
+            def impl(q, k, v, scale=None, _kernel=kernel, **aux):  # noqa: ANN001, ANN202
+                b, hq, sq, d = q.shape
+                out = torch.empty((b, hq, sq, v.shape[3]), dtype=q.dtype, device=q.device)
+                lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+                s = 1.0 / math.sqrt(d) if scale is None else float(scale)
+                _kernel.run(q, k, v, s, list(aux.values()), out, lse)
+                return out, lse
+
+            report = verify(spec, impl, device="cuda", dtypes=[build.dtype],
+                            shapes=verification_shapes(configs), seed=settings.seed,
+                            require_lse=spec.returns_lse)
+            if not report.passed:
+                failures = "\n".join(f"{c.verdict}: {c.shape} {c.distribution}: {c.reason}"
+                                     for c in report.failures[:8])
+                raise Rejected(f"the compiled kernel fails the spec on the GPU: "
+                               f"{report.summary()}\n{failures}")
+            summaries.append(report.summary())
+        return "; ".join(summaries)
+
+    return check
+
+
+@dataclass
+class LowerResult:
+    source: Path
+    record: StageRecord
+
+
+def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
+          settings: StageSettings | None = None, *, kernel: str = "fa_sm80",
+          arch: str = "sm_90a", correspondence: dict[str, Any] | None = None) -> LowerResult:
+    from cubridge.build.nvcc import nvcc_available
+    from cubridge.spec import load
+
+    settings = settings or StageSettings()
+    if not nvcc_available():
+        raise StageFailed("nvcc not found: the lowering stage checks every reply by compiling "
+                          "it; install the CUDA toolkit or set CUDA_HOME")
+    lib = library_kernel(kernel)
+    spec = load(spec_path)
+    description = describe_target(Path(target_ir), lib, settings)
+    builds = builds_for(spec, description["config"])
+    messages = lower_messages(Path(target_ir), lib, Path(spec_path), arch, description, builds,
+                              correspondence)
+    gpu = gpu_verifier(spec, settings) if torch.cuda.is_available() else None
+    key = content_hash(client.provider.kind, client.provider.model,
+                       json.dumps([m.to_json() for m in messages]), repr(settings), arch,
+                       str(gpu is not None))
+    out_name = f"{lib.cuda.stem}_lowered.cu"
+
+    def body(rec: StageRecord) -> None:
+        selection = best_of_k(
+            client, messages, lambda r: check_lowering(r, lib, arch, builds, gpu), settings,
+            describe=lambda v: {"edits": v.edits, "resources": v.resources,
+                                "verification": v.verification})
+        lowered: Lowered = selection.best.value
+        run_dir.write(out_name, lowered.source)
+        run_dir.write("lower.json", json.dumps(
+            {"kernel": kernel, "arch": arch, "builds": [b.defines for b in builds],
+             "ir_diff": description["diff"], "resources": lowered.resources,
+             "verification": lowered.verification, **selection.describe()}, indent=1))
+        rec.artifacts += [out_name, "lower.json"]
+        rec.summary = (f"LLM lowering of {lib.cuda.name}: {lowered.edits} edit(s), "
+                       f"{lowered.verification}; {selection.timing}; {client.summary()}")
+
+    rec = run_dir.run_stage(STAGE, key, body)
+    return LowerResult(run_dir.file(out_name), rec)
