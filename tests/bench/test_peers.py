@@ -3,6 +3,7 @@ variant and matches the float64 reference, or says clearly why it cannot."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
@@ -15,7 +16,7 @@ from cubridge.bench.oracle import float64_reference
 from cubridge.bench.ours import external_impl, load_callable
 from cubridge.bench.peers import PEERS, Unsupported, make_flex_preparer, peer_impls
 from cubridge.bench.runner import BenchConfig, build_case
-from tests.bench.conftest import TINY, alibi_score, softcap_score
+from tests.bench.conftest import TINY, alibi_score, make_spec, softcap_score
 
 CPU = BenchConfig(seq_lens=(64,), configs=("tiny",), tokens=128, device="cpu")
 
@@ -129,3 +130,68 @@ def test_ours_missing_is_unsupported_not_fatal(specs, tmp_path):
         impl.prepare(case_for(specs["causal"]))
     with pytest.raises(Unsupported, match="expected one .py file"):
         external_impl("ours", str(tmp_path)).prepare(case_for(specs["causal"]))
+
+
+FAKE_FA4 = '''
+"""A stand-in for flash_attn.cute with FA4's calling convention ([B, S, H, D],
+window_size=(left, right), softcap), computed naively: it checks how the
+benchmark maps a variant onto FA4's flags, not FA4 itself."""
+import torch
+
+CALLS = []
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(None, None),
+                    softcap=0.0):
+    CALLS.append(dict(causal=causal, window_size=window_size, softcap=softcap))
+    q, k, v = (t.transpose(1, 2).float() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * softmax_scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    qi = torch.arange(q.shape[2])[:, None]
+    ki = torch.arange(k.shape[2])[None, :]
+    allowed = torch.ones_like(s, dtype=torch.bool)
+    left, right = window_size
+    if causal:
+        allowed &= qi >= ki
+    if left is not None:
+        allowed &= qi - ki <= left
+    p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
+    out = (p @ v).to(torch.bfloat16).transpose(1, 2)
+    return out, torch.logsumexp(s, -1)
+'''
+
+
+@pytest.fixture
+def fake_fa4(tmp_path, monkeypatch):
+    pkg = tmp_path / "flash_attn"
+    (pkg / "cute").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cute" / "__init__.py").write_text(FAKE_FA4)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m.startswith("flash_attn")]:
+        monkeypatch.delitem(sys.modules, name)
+    import flash_attn.cute
+
+    yield flash_attn.cute
+    for name in [m for m in sys.modules if m.startswith("flash_attn")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_fa4_flags_express_causal_window_and_softcap(specs, fake_fa4):
+    window = make_spec("window8", lambda b, h, q, k: (q >= k) & (q - k < 8))
+    for spec, flags in [(specs["full"], dict(causal=False, window_size=(None, None), softcap=0.0)),
+                        (specs["causal"], dict(causal=True, window_size=(None, None),
+                                               softcap=0.0)),
+                        (window, dict(causal=True, window_size=(7, 0), softcap=0.0)),
+                        (specs["softcap_causal"], dict(causal=True, window_size=(None, None),
+                                                       softcap=30.0))]:
+        fake_fa4.CALLS.clear()
+        ok, _ = passes(PEERS["fa4"], case_for(spec))
+        assert ok, spec.name
+        assert fake_fa4.CALLS[0] == flags, spec.name
+    for name in ("document_causal", "alibi_causal"):
+        with pytest.raises(Unsupported, match="FA4 flags cannot express"):
+            PEERS["fa4"](case_for(specs[name]))
