@@ -16,6 +16,8 @@ COMMAND_MODULES = [
     "cubridge.doctor",
     "cubridge.llm.commands",
     "cubridge.spec.commands",
+    "cubridge.stages.commands",
+    "cubridge.mcp.commands",
     "cubridge.verify.commands",
 ]
 

@@ -142,13 +142,40 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     result = RunResult(run_dir.path)
     base = content_hash(spec_text, _generator_digest(), opts.kernel)
     try:
-        _stages(spec, spec_path, spec_text, run_dir, base, opts, result)
+        if not _took_llm_path(spec, spec_path, run_dir, opts):
+            _stages(spec, spec_path, spec_text, run_dir, base, opts, result)
     except StopRun as stop:
         result.stopped = str(stop)
         run_dir.log(f"stopped: {stop}")
     result.stages = dict(run_dir.stages)
     _write_report(spec, run_dir, result)
     return result
+
+
+# -- the LLM path (cubridge.stages, issue 6): taken when the change leaves the hooks ----------
+
+def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOptions) -> bool:
+    """Say which path the run takes and why; on the LLM path run its stages
+    (cubridge.stages.llm_run) and return True."""
+    from cubridge.llm import LLMError
+    from cubridge.stages import StageFailed
+    from cubridge.stages.llm_run import run_llm_path
+    from cubridge.stages.route import choose_path
+
+    choice = choose_path(spec, opts.kernel)
+    run_dir.log(f"[path] {choice}")
+    if choice.path == "rules":
+        return False
+    try:
+        stopped = run_llm_path(spec_path, run_dir, kernel=opts.kernel, arch=opts.arch)
+    except StageFailed as exc:
+        raise VerificationFailed(str(exc)) from exc
+    except LLMError as exc:  # budget, provider: the run directory stays resumable
+        raise StopRun(f"LLM stage stopped ({type(exc).__name__}: {exc}); rerun to resume "
+                      "from the cached exchanges") from exc
+    if stopped:
+        raise StopRun(stopped)
+    return True
 
 
 def _stages(spec: Spec, spec_path: Path, spec_text: str, run_dir: RunDir, base: str,

@@ -1,0 +1,284 @@
+"""The tools `cubridge mcp` serves. Each takes JSON arguments (its schema)
+and returns text; a failure raises ToolError, which the agent receives as a
+tool result with isError. Generated CuIR is only ever run in the sandbox."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cubridge.mcp.protocol import ToolError
+
+
+@dataclass(frozen=True)
+class Tool:
+    description: str
+    schema: dict[str, Any]
+    run: Callable[..., str]
+
+
+def _schema(required: list[str], **props: tuple[str, str]) -> dict[str, Any]:
+    """props: name -> (JSON type, description)."""
+    properties: dict[str, Any] = {}
+    for name, (typ, desc) in props.items():
+        properties[name] = {"type": typ, "description": desc}
+        if typ == "array":
+            properties[name]["items"] = {"type": "array", "items": {"type": "integer"}}
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}
+
+
+def _file(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise ToolError(f"{what} {path} does not exist")
+    return p
+
+
+def _settings(seed: int | None = None, sizes: list[list[int]] | None = None):  # noqa: ANN202
+    from cubridge.stages.settings import IR_SIZES, StageSettings
+
+    if sizes is not None and not all(len(s) == 3 and all(x > 0 for x in s) for s in sizes):
+        raise ToolError(f"sizes must be a list of [batch, seqlen_q, seqlen_k], got {sizes}")
+    return StageSettings(seed=seed, ir_sizes=tuple(tuple(s) for s in sizes) if sizes else IR_SIZES)
+
+
+def list_kernels() -> str:
+    from cubridge.kernels import list_kernels as names
+    from cubridge.kernels import load_metadata
+    from cubridge.stages.library import library_kernel
+
+    out = []
+    for name in names():
+        meta, lib = load_metadata(name), library_kernel(name)
+        out.append({"name": name, "description": meta.description, "cuda": str(lib.cuda),
+                    "cuir": str(lib.cuir), "spec": str(lib.spec), "entry": meta.entry,
+                    "head_dims": list(meta.head_dims), "archs": list(meta.archs),
+                    "dtypes": [str(d).removeprefix("torch.") for d in meta.dtypes]})
+    return json.dumps(out, indent=1)
+
+
+def show_ir(path: str | None = None, kernel: str | None = None) -> str:
+    from cubridge.stages.library import library_kernel
+    from cubridge.stages.lower_llm import describe_target
+
+    if (path is None) == (kernel is None):
+        raise ToolError("give exactly one of path (a CuIR file) or kernel (a library kernel)")
+    if kernel is not None:
+        path = str(library_kernel(kernel).cuir)
+    described = describe_target(_file(path, "CuIR file"), library_kernel("fa_sm80"), _settings())
+    return described["outline"]
+
+
+def verify_ir(path: str, spec: str, sizes: list[list[int]] | None = None,
+              seed: int | None = None) -> str:
+    from cubridge.llm.loop import Rejected
+    from cubridge.stages.programs import verify_ir_source
+
+    source = _file(path, "CuIR file").read_text()
+    try:
+        program = verify_ir_source(source, _file(spec, "spec"), _settings(seed, sizes),
+                                   filename=Path(path).name if Path(path).name.endswith(".py")
+                                   and Path(path).stem.isidentifier() else "program.py")
+    except Rejected as exc:
+        raise ToolError(str(exc)) from None
+    return program.table
+
+
+def diff_ir(path: str, kernel: str = "fa_sm80") -> str:
+    from cubridge.stages.library import library_kernel
+    from cubridge.stages.lower_llm import describe_target
+
+    lib = library_kernel(kernel)
+    target = _file(path, "CuIR file")
+    described = describe_target(target, lib, _settings())
+    text = "".join(difflib.unified_diff(
+        lib.cuir.read_text().splitlines(keepends=True), target.read_text().splitlines(True),
+        fromfile=f"{kernel}/cuir.py", tofile=str(target)))
+    return f"{described['diff']}\n\n{text}"
+
+
+def lower(out: str, spec: str | None = None, edits: str | None = None,
+          kernel: str = "fa_sm80") -> str:
+    """Hook codegen for a spec whose change stays in the hooks; or the kernel's
+    CUDA with edit actions applied (the agent's own lowering)."""
+    from cubridge.llm import EditError, ReplyParseError, apply_edits, parse_edits
+    from cubridge.stages.library import library_kernel
+
+    target = Path(out)
+    if edits is not None:
+        try:
+            actions = parse_edits(edits)
+            if not actions:
+                raise ToolError("edits holds no edit actions (see the edit action format)")
+            text = apply_edits(library_kernel(kernel).cuda.read_text(), actions)
+        except (ReplyParseError, EditError) as exc:
+            raise ToolError(str(exc)) from None
+        target.write_text(text)
+        return f"{len(actions)} edit action(s) applied to {kernel}'s CUDA -> {target}"
+    if spec is None:
+        raise ToolError("give spec (hook codegen) or edits (edit actions on the CUDA source)")
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.spec import load
+    from cubridge.stages.route import choose_path
+    from cubridge.transfer.hooks import plan_hooks
+
+    loaded = load(_file(spec, "spec"))
+    choice = choose_path(loaded, kernel)
+    if choice.path != "rules":
+        raise ToolError(f"no hook lowering for this spec: {choice.reason}; lower it with edit "
+                        "actions on the CUDA source (argument edits)")
+    header = generate_header(plan_hooks(loaded))
+    target.write_text(header.text)
+    return f"hook header for {loaded.name} -> {target} ({len(header.slots)} aux slot(s))"
+
+
+def _builds(spec: str, config: dict[str, Any] | None):  # noqa: ANN202
+    from cubridge.spec import load
+    from cubridge.stages.lower_llm import builds_for
+
+    loaded = load(_file(spec, "spec"))
+    return loaded, builds_for(loaded, config or {})
+
+
+def compile_cuda(source: str, arch: str = "sm_90a", spec: str | None = None,
+                 config: dict[str, Any] | None = None, hooks_header: str | None = None) -> str:
+    from cubridge.build import BuildPartError, CompileError
+    from cubridge.build import compile_cuda as nvcc
+
+    src = _file(source, "CUDA source")
+    header = _file(hooks_header, "hooks header").read_text() if hooks_header else None
+    builds = _builds(spec, config)[1] if spec else [None]
+    lines = []
+    for build in builds:
+        defines = build.defines if build else {}
+        try:
+            ck = nvcc(src, arch=arch, defines=defines, hooks_header=header)
+        except CompileError as exc:
+            diags = "\n".join(f"{Path(f).name}:{ln}: {sev}: {msg}"
+                              for f, ln, sev, msg in exc.diagnostics[:20])
+            raise ToolError(f"nvcc failed ({defines}):\n{diags or exc}") from None
+        except BuildPartError as exc:
+            raise ToolError(str(exc)) from None
+        res = [r.to_json() for r in ck.resources.values()]
+        lines.append(json.dumps({"defines": defines, "cubin": str(ck.cubin_path),
+                                 "resources": res}, default=str))
+    return "\n".join(lines)
+
+
+def _require_gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ToolError("no CUDA GPU visible on this machine: GPU verification and benchmarks "
+                        "need one (compile works without)")
+
+
+def verify_gpu(source: str, spec: str, arch: str | None = None,
+               config: dict[str, Any] | None = None, entry: str = "fa_sm80_fwd") -> str:
+    _require_gpu()
+    import torch
+
+    from cubridge.build import compile_cuda as nvcc
+    from cubridge.build.driver import device_arch
+    from cubridge.llm.loop import Rejected
+    from cubridge.stages.lower_llm import gpu_verifier
+
+    loaded, builds = _builds(spec, config)
+    arch = arch or device_arch(torch.device("cuda"))
+    compiled = [(b, nvcc(_file(source, "CUDA source"), arch=arch, defines=b.defines))
+                for b in builds]
+    try:
+        return gpu_verifier(loaded, _settings())(entry, compiled)
+    except Rejected as exc:
+        raise ToolError(str(exc)) from None
+
+
+def benchmark(source: str, spec: str, seq_len: int = 4096, config: dict[str, Any] | None = None,
+              entry: str = "fa_sm80_fwd") -> str:
+    _require_gpu()
+    import functools
+    import math
+
+    import torch
+
+    from cubridge.attention import Shape, attention_flops
+    from cubridge.bench.timing import TimingSettings, gpu_timer
+    from cubridge.build import compile_cuda as nvcc
+    from cubridge.build.attention_op import AttentionKernel
+    from cubridge.build.driver import device_arch
+
+    loaded, builds = _builds(spec, config)
+    timer, how = gpu_timer(TimingSettings())
+    arch = device_arch(torch.device("cuda"))
+    rows = []
+    for cfg in loaded.configs:
+        build = next(b for b in builds if (b.head_dim, b.head_dim_v) == (cfg.d, cfg.head_dim_v))
+        kernel = AttentionKernel(nvcc(_file(source, "CUDA source"), arch=arch,
+                                      defines=build.defines), entry, cfg.d, build.dtype)
+        shape = Shape.from_config(cfg, b=1, sq=seq_len)
+        q = torch.randn(1, cfg.hq, seq_len, cfg.d, device="cuda", dtype=build.dtype)
+        k = torch.randn(1, cfg.hk, seq_len, cfg.d, device="cuda", dtype=build.dtype)
+        v = torch.randn(1, cfg.hk, seq_len, cfg.head_dim_v, device="cuda", dtype=build.dtype)
+        gen = torch.Generator().manual_seed(0)
+        aux = list((loaded.make_aux(shape, gen, torch.device("cuda")) or {}).values()) \
+            if loaded.make_aux else []
+        out = torch.empty(1, cfg.hq, seq_len, cfg.head_dim_v, device="cuda", dtype=build.dtype)
+        lse = torch.empty(1, cfg.hq, seq_len, device="cuda", dtype=torch.float32)
+        ms = timer(functools.partial(kernel.run, q, k, v, 1 / math.sqrt(cfg.d), aux, out, lse))
+        pairs = seq_len * seq_len  # every pair: causal variants count half below
+        if build.defines.get("CUBRIDGE_CAUSAL"):
+            pairs = seq_len * (seq_len + 1) // 2
+        tflops = attention_flops(pairs, cfg.hq, cfg.d, cfg.head_dim_v) / (ms * 1e-3) / 1e12
+        rows.append(f"{cfg.name} S={seq_len}: {ms:.3f} ms, {tflops:.0f} TFLOP/s")
+    return f"{torch.cuda.get_device_name()} ({how}):\n" + "\n".join(rows)
+
+
+_CONFIG = ("object", "tile config of the build: block_m, block_n, num_warps, causal")
+
+TOOLS: dict[str, Tool] = {
+    "list_kernels": Tool("The expert kernel library: each kernel's CUDA source, CuIR program, "
+                         "spec, head dims, archs and dtypes.", _schema([]), list_kernels),
+    "show_ir": Tool("Outline of a CuIR program (roles, config, synchronisation skeleton); a "
+                    "file is run only in the sandbox.",
+                    _schema([], path=("string", "a CuIR .py file"),
+                            kernel=("string", "a library kernel name")), show_ir),
+    "verify_ir": Tool("Execute a CuIR program (sandboxed, static-checked) against a spec on CPU "
+                      "shapes and return the verifier's table; a failure is an error result.",
+                      _schema(["path", "spec"], path=("string", "the CuIR .py file"),
+                              spec=("string", "the spec file"),
+                              sizes=("array", "[[batch, seqlen_q, seqlen_k], ...]"),
+                              seed=("integer", "seed of the random inputs")), verify_ir),
+    "diff_ir": Tool("Structural and text diff of a library kernel's CuIR -> a CuIR file; says "
+                    "whether the change stays inside the hooks.",
+                    _schema(["path"], path=("string", "the target CuIR file"),
+                            kernel=("string", "library kernel (default fa_sm80)")), diff_ir),
+    "lower": Tool("Lower to CUDA: the hook header for a spec whose change stays in the hooks, "
+                  "or the kernel's CUDA with edit actions (@@@ replace/insert/delete) applied.",
+                  _schema(["out"], out=("string", "file to write"),
+                          spec=("string", "spec file (hook codegen)"),
+                          edits=("string", "edit actions against the numbered CUDA source"),
+                          kernel=("string", "library kernel (default fa_sm80)")), lower),
+    "compile": Tool("Compile a CUDA source with nvcc (one build per head-dim pair of spec); "
+                    "returns cubin and register/spill report, or the diagnostics.",
+                    _schema(["source"], source=("string", ".cu file"),
+                            arch=("string", "sm_80 | sm_90a (default sm_90a)"),
+                            spec=("string", "spec file: head dims and dtype of the builds"),
+                            config=_CONFIG, hooks_header=("string", "hooks header file")),
+                    compile_cuda),
+    "verify_gpu": Tool("Compile, launch on the GPU and verify against the spec (needs a GPU).",
+                       _schema(["source", "spec"], source=("string", ".cu file"),
+                               spec=("string", "spec file"), arch=("string", "default: GPU's"),
+                               config=_CONFIG, entry=("string", "kernel entry point")),
+                       verify_gpu),
+    "benchmark": Tool("Time the compiled kernel on the GPU per head config of the spec "
+                      "(needs a GPU).",
+                      _schema(["source", "spec"], source=("string", ".cu file"),
+                              spec=("string", "spec file"), seq_len=("integer", "default 4096"),
+                              config=_CONFIG, entry=("string", "kernel entry point")),
+                      benchmark),
+}
