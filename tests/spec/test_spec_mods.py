@@ -1,0 +1,72 @@
+"""Mods: binding aux for FlexAttention, and the mods-only evaluator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from cubridge.attention import Shape
+from cubridge.spec import bind_mods, call_reference, dense_mask, load, make_inputs, mods_attention
+from cubridge.spec.shapes import eval_dim, reduced_heads, validate_dim, verification_shapes
+
+SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
+
+
+def test_bound_mods_take_flex_signatures_and_read_aux():
+    spec = load(SPEC_DIR / "relative_position.py")
+    shape = Shape(1, 2, 1, 5, 7, 16)
+    inputs = make_inputs(spec, shape, torch.float64, "normal", torch.Generator().manual_seed(0))
+    mods = bind_mods(spec, inputs.aux)
+    b, h, q, k = (torch.tensor(0), torch.tensor(1), torch.tensor(4), torch.tensor(2))
+    table, offset = inputs.aux["rel_table"], int(inputs.aux["rel_offset"])
+    assert float(mods.score_mod(torch.tensor(0.5), b, h, q, k)) == float(
+        0.5 + table[1, 4 - 2 + offset])
+    assert bool(mods.mask_mod(b, h, q, k)) and not bool(mods.mask_mod(b, h, k, q))
+
+
+def test_flex_attention_accepts_bound_mods():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    spec = load(SPEC_DIR / "document_causal.py")
+    shape = Shape(2, 2, 1, 40, 40, 16)
+    inputs = make_inputs(spec, shape, torch.float32, "normal", torch.Generator().manual_seed(0))
+    mods = bind_mods(spec, inputs.aux)
+    block_mask = create_block_mask(mods.mask_mod, 2, 2, 40, 40, device="cpu")
+    dense = dense_mask(mods, 2, 2, 40, 40)
+    assert block_mask.to_dense().shape[-2:] == (1, 1)  # one 128-block covers 40x40
+    assert dense.shape == (2, 2, 40, 40) and dense.dtype == torch.bool
+    assert torch.equal(dense[0, 0].diagonal(), torch.ones(40, dtype=torch.bool))
+
+
+def test_mods_attention_matches_reference_and_empty_rows():
+    spec = load(SPEC_DIR / "sliding_window_1024.py")
+    shape = Shape(1, 2, 1, 1100, 40, 16)  # queries >= 40 + 1023 have no key left
+    inputs = make_inputs(spec, shape, torch.float64, "scaled", torch.Generator().manual_seed(1))
+    out, lse = mods_attention(spec, inputs.q, inputs.k, inputs.v, inputs.aux)
+    ref_out, ref_lse = call_reference(spec, inputs)
+    assert torch.allclose(out, ref_out, rtol=1e-10, atol=1e-10)
+    empty = torch.isinf(lse)
+    assert int(empty.sum()) == 2 * (1100 - 1063)
+    assert torch.equal(empty, torch.isinf(ref_lse))
+    assert torch.all(out[empty] == 0)
+
+
+def test_reduced_heads_keep_gqa_ratio_and_two_kv_heads():
+    from cubridge.attention import LLAMA2_7B, QWEN25_72B
+    assert reduced_heads(LLAMA2_7B) == (2, 2)
+    assert reduced_heads(QWEN25_72B) == (16, 2)
+    shapes = verification_shapes([LLAMA2_7B, QWEN25_72B])
+    assert {(s.hq // s.hk) for s in shapes} >= {1, 8}
+    assert any(s.sq != s.sk and s.sq > s.sk for s in shapes)
+    assert any(s.sq < s.sk for s in shapes)
+    assert any(s.sq % 64 and s.sk % 64 for s in shapes)
+
+
+def test_aux_dim_expressions():
+    shape = Shape(2, 8, 2, 10, 7, 16)
+    assert eval_dim("Sq + Sk - 1", shape) == 16
+    assert eval_dim("Hq // Hk", shape) == 4
+    assert validate_dim("Sq + foo") is not None
+    assert validate_dim("__import__('os')") is not None
+    assert validate_dim(-1) is not None and validate_dim(3) is None
