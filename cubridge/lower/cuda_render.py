@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import torch
 
 from cubridge.transfer import interval
-from cubridge.transfer.expr import DType, Node
+from cubridge.transfer.expr import DType, Node, shared_subexpressions
 
 C_TYPES = {DType.BOOL: "bool", DType.INT: "int", DType.FLOAT: "float"}
 
@@ -74,10 +74,15 @@ ARG_NAMES = {"b": "b", "h": "h", "q": "q", "k": "k", "score": "s"}
 
 
 def render_value(node: Node, slots: Mapping[str, int],
-                 aux_dtypes: Mapping[str, torch.dtype]) -> str:
-    """`node` as a C++ expression over (s, b, h, q, k, aux)."""
+                 aux_dtypes: Mapping[str, torch.dtype],
+                 bound: Mapping[Node, str] | None = None) -> str:
+    """`node` as a C++ expression over (s, b, h, q, k, aux); subexpressions in
+    `bound` are referred to by the given names."""
+    bound = bound or {}
 
     def go(n: Node) -> str:
+        if n in bound:
+            return bound[n]
         if n.op == "const":
             return c_literal(n.arg, n.dtype)
         if n.op == "var":
@@ -87,7 +92,8 @@ def render_value(node: Node, slots: Mapping[str, int],
             load_t = AUX_C_TYPES[aux_dtypes[name]]  # type: ignore[index]
             idx = ", ".join(go(a) for a in n.args) or "0"
             read = f"cubridge::aux_load<{load_t}>(aux, {slots[name]}, {idx})"  # type: ignore[index]
-            return f"static_cast<{C_TYPES[n.dtype]}>({read})"
+            c_type = C_TYPES[n.dtype]
+            return read if load_t == c_type else f"static_cast<{c_type}>({read})"
         if n.op == "aux_size":
             name, dim = n.arg  # type: ignore[misc]
             return f"static_cast<int>(aux.t[{slots[name]}].size[{dim}])"
@@ -135,3 +141,16 @@ def _c_double(v: object) -> str:
 def render_interval(node: Node, slots: Mapping[str, int],
                     aux_dtypes: Mapping[str, torch.dtype]) -> str:
     return interval.render(node, interval_lang(slots, aux_dtypes))
+
+
+def render_body(node: Node, slots: Mapping[str, int],
+                aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
+    """Statements computing `node`: one `const T tN = ...;` per repeated
+    subexpression, then `return ...;`."""
+    bound: dict[Node, str] = {}
+    lines = []
+    for n in shared_subexpressions(node):
+        lines.append(f"  const {C_TYPES[n.dtype]} t{len(bound)} = "
+                     f"{render_value(n, slots, aux_dtypes, bound)};")
+        bound[n] = f"t{len(bound)}"
+    return [*lines, f"  return {render_value(node, slots, aux_dtypes, bound)};"]

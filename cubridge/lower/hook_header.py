@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
-from cubridge.lower.cuda_render import render_interval, render_value
+from cubridge.lower.cuda_render import render_body, render_interval
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
 
@@ -222,14 +222,14 @@ def generate_header(plan: HookPlan) -> HookHeader:
         parts += [f"constexpr int kTableBlockM = {plan.table_block[0]};  // tiles of the tables",
                   f"constexpr int kTableBlockN = {plan.table_block[1]};", ""]
     if plan.score:
-        body = f"  return {render_value(plan.score.node, slot_of, dtypes)};"
-        body = _unused("s", "b", "h", "q", "k", "aux") + "\n" + body
+        body = "\n".join([_unused("s", "b", "h", "q", "k", "aux"),
+                          *render_body(plan.score.node, slot_of, dtypes)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))
     if plan.mask:
-        body = _unused("b", "h", "q", "k", "aux") + \
-            f"\n  return {render_value(plan.mask.node, slot_of, dtypes)};"
+        body = "\n".join([_unused("b", "h", "q", "k", "aux"),
+                          *render_body(plan.mask.node, slot_of, dtypes)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
     parts.append(_function("mask_mod", body))

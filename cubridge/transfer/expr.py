@@ -13,6 +13,7 @@ always share a dtype and renderers never reason about promotion.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -222,3 +223,22 @@ def aux_reads(node: Node) -> dict[str, int]:
         elif n.op == "aux_size":
             out.setdefault(n.arg[0], -1)  # type: ignore[index]
     return out
+
+
+def shared_subexpressions(root: Node) -> list[Node]:
+    """Non-trivial subexpressions that occur more than once in `root`, children
+    before parents: renderers bind each to a temporary so generated code stays
+    readable (and computes each once)."""
+    count: Counter[Node] = Counter()
+    order: list[Node] = []
+
+    def visit(n: Node) -> None:
+        count[n] += 1
+        if count[n] > 1:
+            return
+        for a in n.args:
+            visit(a)
+        order.append(n)
+
+    visit(root)
+    return [n for n in order if count[n] > 1 and n.args and n is not root]

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from cubridge.transfer import expr, interval
 from cubridge.transfer.hooks import HookPlan
-from cubridge.transfer.torch_render import TORCH_VARS, render_torch
+from cubridge.transfer.torch_render import TORCH_VARS, render_torch_body
 
 TARGET_CLASS = "Target"
 _RESERVED = set(TORCH_VARS.values()) | {"self", "torch", "math", "iv", "BlockKind", "q", "k",
                                         "q_start", "q_end", "k_start", "k_end", "allowed"}
+_RESERVED |= {f"t{i}" for i in range(100)}  # temporaries of the renderers
 
 
 def _aux_locals(node: expr.Node) -> tuple[list[str], dict[str, str]]:
@@ -51,12 +52,13 @@ def _value_hook(plan: HookPlan, node: expr.Node, result_var: str | None) -> list
         lines += ["        q_idx = q_idx.clamp(max=self.seqlen_q - 1)",
                   "        kv_idx = kv_idx.clamp(max=self.seqlen_k - 1)"]
     dtypes = {a.name: a.dtype for a in plan.aux}
-    text = render_torch(node, names, dtypes)
+    body = render_torch_body(node, names, dtypes)
     if node.op == "const" or (result_var and result_var not in expr.free_vars(node)):
         # constant or score-independent: still a full tile, as the executor expects
         like = "s" if result_var else "(q_idx >= kv_idx)"
-        text = f"torch.broadcast_to(torch.as_tensor({text}), {like}.shape)"
-    return [*lines, f"        return {text}"]
+        value = body[-1].strip().removeprefix("return ")
+        body[-1] = f"        return torch.broadcast_to(torch.as_tensor({value}), {like}.shape)"
+    return [*lines, *body]
 
 
 def _interval_block_kind(plan: HookPlan) -> list[str]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import torch
 
-from cubridge.transfer.expr import DType, Node
+from cubridge.transfer.expr import DType, Node, shared_subexpressions
 
 TORCH_VARS = {"b": "b", "h": "h", "q": "q_idx", "k": "kv_idx", "score": "s"}
 TORCH_DTYPES = {DType.BOOL: "torch.bool", DType.INT: "torch.int64", DType.FLOAT: "torch.float32"}
@@ -42,10 +42,15 @@ def py_literal(value: object) -> str:
 
 
 def render_torch(node: Node, aux_vars: Mapping[str, str],
-                 aux_dtypes: Mapping[str, torch.dtype]) -> str:
-    """`node` as a torch expression; `aux_vars` maps aux names to local names."""
+                 aux_dtypes: Mapping[str, torch.dtype],
+                 bound: Mapping[Node, str] | None = None) -> str:
+    """`node` as a torch expression; `aux_vars` maps aux names to local names,
+    `bound` names subexpressions already computed."""
+    bound = bound or {}
 
     def go(n: Node) -> str:
+        if n in bound:
+            return bound[n]
         if n.op == "const":
             return py_literal(n.arg)
         if n.op == "var":
@@ -63,12 +68,23 @@ def render_torch(node: Node, aux_vars: Mapping[str, str],
             return f"{go(n.args[0])}.to({TORCH_DTYPES[n.dtype]})"
         if n.op in ("min", "max"):
             a, b = n.args
-            bound = "max" if n.op == "min" else "min"
+            limit = "max" if n.op == "min" else "min"
             if b.op == "const":
-                return f"torch.clamp({go(a)}, {bound}={go(b)})"
+                return f"torch.clamp({go(a)}, {limit}={go(b)})"
             if a.op == "const":
-                return f"torch.clamp({go(b)}, {bound}={go(a)})"
+                return f"torch.clamp({go(b)}, {limit}={go(a)})"
             return f"torch.{n.op}imum({go(a)}, {go(b)})"
         return _TEMPLATES[n.op].format(*(go(a) for a in n.args))
 
     return go(node)
+
+
+def render_torch_body(node: Node, aux_vars: Mapping[str, str],
+                      aux_dtypes: Mapping[str, torch.dtype], indent: str = "        ") -> list[str]:
+    """Statements computing `node`: `tN = ...` per repeated subexpression, then return."""
+    bound: dict[Node, str] = {}
+    lines = []
+    for n in shared_subexpressions(node):
+        lines.append(f"{indent}t{len(bound)} = {render_torch(n, aux_vars, aux_dtypes, bound)}")
+        bound[n] = f"t{len(bound)}"
+    return [*lines, f"{indent}return {render_torch(node, aux_vars, aux_dtypes, bound)}"]
