@@ -96,8 +96,24 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer) -> ImplResult:
-    """Prepare, run once, check against the reference, and time only if right."""
+def _inputs(case: Case) -> list[torch.Tensor]:
+    return [case.q, case.k, case.v, *case.aux.values()]
+
+
+def _restore_inputs(case: Case, pristine: list[torch.Tensor]) -> bool:
+    """Put back inputs an impl wrote to; True if any had changed."""
+    changed = False
+    for now, before in zip(_inputs(case), pristine, strict=True):
+        if not torch.equal(now, before):
+            now.copy_(before)
+            changed = True
+    return changed
+
+
+def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer,
+            pristine: list[torch.Tensor]) -> ImplResult:
+    """Prepare, run once, check against the reference, and time only if right.
+    An impl that writes to its inputs fails (the next impl gets them restored)."""
     note = ""
     try:
         prepared = impl.prepare(case)
@@ -105,10 +121,14 @@ def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer) -> ImplResu
         out = prepared.to_standard(prepared.run())
         check = check_output(out, ref, tolerance_for(case.spec, case.dtype))
         del out
+        if _restore_inputs(case, pristine):
+            return ImplResult(impl.name, WRONG, note=note, reason="modified its inputs")
         if not check.ok:
             return ImplResult(impl.name, WRONG, rel_err=check.rel_err, max_abs=check.max_abs,
                               note=note, reason=f"failed verification: {check.reason}")
         ms = timer(prepared.run)
+        if _restore_inputs(case, pristine):
+            return ImplResult(impl.name, WRONG, note=note, reason="modified its inputs")
         tflops = case.stats.flops / (ms * 1e-3) / 1e12
         return ImplResult(impl.name, OK, ms, tflops, check.rel_err, check.max_abs, note)
     except Unsupported as exc:
@@ -154,13 +174,14 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
         progress(f"{spec.name} {cfg.name} S={seq_len}: {result.reference}")
         return result
     result.reference = ref.method if agree else f"{ref.method} ({why})"
+    pristine = [t.clone() for t in _inputs(case)]
     for impl in impls:
-        r = measure(impl, case, ref.out, timer)
+        r = measure(impl, case, ref.out, timer, pristine)
         result.impls.append(r)
         what = (f"{r.tflops:7.1f} TFLOP/s ({r.time_ms:.3f} ms)" if r.status == OK
                 else f"{r.status}: {r.reason}")
         progress(f"{spec.name:<28} {cfg.name:<11} S={seq_len:<5} {impl.name:<12} {what}")
-    del ref, case
+    del ref, case, pristine
     _free(torch.device(config.device))
     return result
 

@@ -171,13 +171,15 @@ def fake_fa4(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "cute" / "__init__.py").write_text(FAKE_FA4)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [m for m in sys.modules if m.startswith("flash_attn")]:
-        monkeypatch.delitem(sys.modules, name)
+    real = {m: mod for m, mod in sys.modules.items() if m.startswith("flash_attn")}
+    for name in real:
+        del sys.modules[name]
     import flash_attn.cute
 
     yield flash_attn.cute
     for name in [m for m in sys.modules if m.startswith("flash_attn")]:
-        monkeypatch.delitem(sys.modules, name)
+        del sys.modules[name]
+    sys.modules.update(real)
 
 
 def test_fa4_flags_express_causal_window_and_softcap(specs, fake_fa4):

@@ -138,3 +138,20 @@ def test_unknown_head_config_is_a_clear_error(specs):
     with pytest.raises(ValueError, match="unknown head config 'nope'"):
         run_bench([specs["causal"]], [], BenchConfig(configs=("nope",), device="cpu"),
                   wallclock_timer(2))
+
+
+def test_impl_writing_to_its_inputs_fails_and_the_next_impl_gets_them_back(specs):
+    def scribbles(case) -> Prepared:
+        def run():
+            out = torch.nn.functional.scaled_dot_product_attention(
+                case.q, case.k, case.v, is_causal=True, enable_gqa=True)
+            case.k.mul_(2)  # after computing a right answer: only the write is wrong
+            return out
+        return Prepared(run)
+
+    results = run_bench([specs["causal"]], [Impl("scribbles", scribbles), *peer_impls(["sdpa"])],
+                        BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu"),
+                        wallclock_timer(2), progress=lambda _: None)
+    by = {i.impl: i for i in results[0].impls}
+    assert by["scribbles"].status == "wrong" and by["scribbles"].reason == "modified its inputs"
+    assert by["sdpa"].status == "ok"
