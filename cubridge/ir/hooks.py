@@ -73,8 +73,8 @@ class HookDefaults:
                                   "but does not define activation(s)")
 
     def kv_block_range(self, b: int, h: int, q_start: int, q_end: int) -> tuple[int, int]:
-        """Key blocks [lo, hi) the query rows q_start..q_end-1 visit (ints; the
-        kernel clamps to [0, cdiv(Sk, block_n))). Default: all of them, or up
+        """Key blocks [lo, hi) the query rows q_start..q_end-1 visit (ints; q_end
+        is clipped to Sq; the kernel clamps the result to [0, cdiv(Sk, block_n))). Default: all of them, or up
         to the diagonal when `causal`."""
         n = cdiv(self.seqlen_k, self.block_n)
         if self.causal and not self.mask_mod_overridden():

@@ -515,14 +515,14 @@ class KernelBase(HookDefaults):
 
     def kv_blocks(self, b: int, h: int, q_start: int, q_end: int) -> list[tuple[int, BlockKind]]:
         """The key blocks query rows [q_start, q_end) visit, with their kinds:
-        kv_block_range clamped to the existing blocks, then block_kind of each
-        (ends clipped to Sq / Sk), EMPTY blocks dropped. Every role of a CTA
+        kv_block_range (q_end clipped to Sq) clamped to the existing blocks,
+        then block_kind of each (ends clipped to Sq / Sk), EMPTY blocks dropped. Every role of a CTA
         computes the same list, as the CUDA kernel's roles each do."""
         loc = caller_loc()
         n_blocks = -(-self.seqlen_k // self.block_n)
+        q_end = min(q_end, self.seqlen_q)  # as the CUDA kernels pass it
         lo, hi = self.kv_block_range(b, h, q_start, q_end)
         lo, hi = max(int(lo), 0), min(int(hi), n_blocks)
-        q_end = min(q_end, self.seqlen_q)
         out = []
         for j in range(lo, hi):
             k_start = j * self.block_n
