@@ -10,6 +10,7 @@ raises the CuIRError that names the IR line and worker.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +71,6 @@ def check(kernel: KernelBase | type[KernelBase], arch: str | None = None, *,
     policy = make_policy("delayed")
     report = CheckReport(type(kernel).__name__, arch, 0, SMEM_LIMIT[arch])
     seen = set()
-    import itertools
-
     for coords in itertools.product(*(range(n) for n in kernel.grid())):
         cta = run_cta(kernel, tuple(coords), policy, arch)
         report.smem_bytes = max(report.smem_bytes, cta.smem_bytes)

@@ -74,8 +74,8 @@ class HookDefaults:
 
     def kv_block_range(self, b: int, h: int, q_start: int, q_end: int) -> tuple[int, int]:
         """Key blocks [lo, hi) the query rows q_start..q_end-1 visit (ints; q_end
-        is clipped to Sq; the kernel clamps the result to [0, cdiv(Sk, block_n))). Default: all of them, or up
-        to the diagonal when `causal`."""
+        is clipped to Sq; the kernel clamps the result to [0, cdiv(Sk,
+        block_n))). Default: all of them, or up to the diagonal when `causal`."""
         n = cdiv(self.seqlen_k, self.block_n)
         if self.causal and not self.mask_mod_overridden():
             return 0, min(n, cdiv(q_end, self.block_n))
