@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "cubridge.doctor",
     "cubridge.llm.commands",
     "cubridge.spec.commands",
+    "cubridge.lower.commands",
     "cubridge.stages.commands",
     "cubridge.mcp.commands",
     "cubridge.verify.commands",

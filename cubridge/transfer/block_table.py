@@ -111,13 +111,28 @@ def build_block_table(mask_mod: Callable[..., torch.Tensor], shape: Shape, block
 
 @dataclass
 class _Entry:
-    aux: dict[str, torch.Tensor]
+    tensors: dict[str, torch.Tensor]  # the aux it was built from (kept alive)
+    versions: dict[str, int]  # their version counters then (bumped by in-place writes)
+    copies: dict[str, torch.Tensor]  # CPU copies, to recognise equal contents
     table: BlockTable
 
 
+def _same_tensors(entry: _Entry, aux: Mapping[str, torch.Tensor]) -> bool:
+    """The very tensors, unmodified: no device sync needed. Holding them keeps
+    their memory from being reused by other tensors."""
+    return all(t is entry.tensors[n] and t._version == entry.versions[n] for n, t in aux.items())
+
+
+def _same_contents(entry: _Entry, aux: Mapping[str, torch.Tensor]) -> bool:
+    """Equal values (CPU tensors only: comparing on a GPU would synchronise)."""
+    return all(t.device.type == "cpu" and torch.equal(entry.copies[n], t)
+               for n, t in aux.items())
+
+
 class BlockTableCache:
-    """Tables keyed by (mask, shape, block sizes); an entry is reused only if
-    the aux tensors are equal to the ones it was built from."""
+    """Tables keyed by (mask, shape, block sizes, aux dtypes and shapes); an
+    entry is reused for the same unmodified aux tensors, or for CPU tensors of
+    equal contents."""
 
     def __init__(self, capacity: int = 16) -> None:
         self.capacity = capacity
@@ -129,12 +144,14 @@ class BlockTableCache:
         sig = tuple((n, t.dtype, tuple(t.shape), str(t.device)) for n, t in sorted(aux.items()))
         key = (mask_mod, shape, block_m, block_n, sig, tuple(sorted(kwargs.items())))
         hit = self._entries.get(key)
-        if hit is not None and all(torch.equal(hit.aux[n], t) for n, t in aux.items()):
+        if hit is not None and (_same_tensors(hit, aux) or _same_contents(hit, aux)):
             return hit.table
         table = build_block_table(mask_mod, shape, block_m, block_n, aux, **kwargs)  # type: ignore[arg-type]
         self.builds += 1
         self._entries.pop(key, None)
-        self._entries[key] = _Entry({n: t.clone() for n, t in aux.items()}, table)
+        self._entries[key] = _Entry(
+            dict(aux), {n: t._version for n, t in aux.items()},
+            {n: t.detach().clone() for n, t in aux.items() if t.device.type == "cpu"}, table)
         while len(self._entries) > self.capacity:
             self._entries.pop(next(iter(self._entries)))
         return table

@@ -106,3 +106,18 @@ def test_bad_inputs_are_reported():
         build_block_table(document_causal, SHAPE, 0, 64, {"doc_id": _aux()["doc_id"]})
     with pytest.raises(TypeError, match="not a bool tensor"):
         build_block_table(lambda b, h, q, k: q - k, SHAPE, 128, 64, {})
+
+
+def test_cache_hit_on_the_same_tensors_needs_no_comparison(monkeypatch):
+    """On a GPU a content comparison would synchronise; the same unmodified
+    tensors hit without one."""
+    cache = BlockTableCache()
+    aux = {"doc_id": _aux(3)["doc_id"]}
+    t1 = cache.get(document_causal, SHAPE, 128, 64, aux, depends_on_h=False)
+
+    def no_compare(*args, **kwargs):
+        raise AssertionError("compared contents")
+
+    monkeypatch.setattr(torch, "equal", no_compare)
+    assert cache.get(document_causal, SHAPE, 128, 64, aux, depends_on_h=False) is t1
+    assert cache.builds == 1

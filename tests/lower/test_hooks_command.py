@@ -1,0 +1,38 @@
+"""`cubridge hooks SPEC`: writes the header, manifest and target CuIR; errors are clear."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cubridge.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
+
+
+def test_hooks_command_writes_the_artifacts(tmp_path, capsys):
+    assert main(["hooks", str(EXAMPLES / "prefix_lm.py"), "--out", str(tmp_path)]) == 0
+    header = (tmp_path / "cubridge_hooks.cuh").read_text()
+    assert "constexpr bool kHasMaskMod = true;" in header
+    manifest = json.loads((tmp_path / "aux_manifest.json").read_text())
+    assert manifest["classification"] == "interval"
+    assert [a["name"] for a in manifest["aux"]] == ["prefix_len"]
+    assert "class Target(FaSm80):" in (tmp_path / "target_cuir.py").read_text()
+    assert "blocks by interval" in capsys.readouterr().out
+
+
+def test_hooks_command_reports_a_bad_mod(tmp_path, capsys):
+    spec = tmp_path / "bad.py"
+    spec.write_text(
+        "import torch\n"
+        "from cubridge.attention import LLAMA2_7B\n"
+        "NAME = 'bad'\nDESCRIPTION = 'uses sin'\nCONFIGS = [LLAMA2_7B]\n"
+        "SEQ_LENS = [128]\nDTYPES = ['bf16']\n"
+        "def reference(q, k, v):\n"
+        "    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5\n"
+        "    return torch.softmax(s + torch.sin(s), -1) @ v\n"
+        "def score_mod(score, b, h, q_idx, kv_idx):\n"
+        "    return score + torch.sin(score)\n")
+    assert main(["hooks", str(spec), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "torch.sin" in err and f"{spec}:12" in err
