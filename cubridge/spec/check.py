@@ -34,8 +34,12 @@ class CheckSummary:
             "made by make_aux (shapes not declared)" if s.make_aux else "none")
         mods = ", ".join(n for n, fn in (("mask_mod", s.mask_mod), ("score_mod", s.score_mod))
                          if fn is not None) or "none"
-        agree = ("-" if self.mods_max_error is None
-                 else f"agree with reference (max rel error {self.mods_max_error:.1e})")
+        if self.mods_max_error is not None:
+            agree = f"agree with reference (max rel error {self.mods_max_error:.1e})"
+        elif s.mods_describe_reference:
+            agree = "(the reference is plain attention)"
+        else:
+            agree = "(the reference is more than mods can say: peers and hooks cannot run it)"
         return [
             f"spec        {s.name}  ({s.path})",
             f"            {s.description}",

@@ -15,10 +15,11 @@ from types import ModuleType
 import torch
 
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig
+from cubridge.spec.check import MODS_AGREEMENT
 from cubridge.spec.errors import SpecError, describe_exception, location_in_traceback, location_of
 from cubridge.spec.inputs import make_inputs
 from cubridge.spec.model import Spec, Tolerance
-from cubridge.spec.mods import aux_parameters
+from cubridge.spec.mods import aux_parameters, mods_attention
 from cubridge.spec.reference import call_reference
 from cubridge.spec.shapes import smoke_shape, validate_dim
 from cubridge.spec.tolerances import DEFAULT_TOLERANCES
@@ -266,5 +267,18 @@ def _smoke(spec: Spec, f: _SpecFile) -> Spec:
     inputs = make_inputs(spec, smoke_shape(spec.configs), torch.float64, "normal", g)
     _check_aux_names(spec, f, list(inputs.aux))
     expect = None if spec.normalizer == "softmax" else False
-    _, lse = call_reference(spec, inputs, expect_lse=expect)
-    return dataclasses.replace(spec, returns_lse=lse is not None)
+    out, lse = call_reference(spec, inputs.to_float64(), expect_lse=expect)
+    described = True
+    if spec.mask_mod is None and spec.score_mod is None:
+        # No mods: is the reference plain attention? (With mods, check_spec
+        # compares them with the reference and fails loudly when they differ.)
+        for dist in ("normal", "scaled"):
+            g = torch.Generator().manual_seed(1)
+            probe = make_inputs(spec, smoke_shape(spec.configs, sq=13, sk=29), torch.float64,
+                                dist, g).to_float64()
+            ref_out, _ = call_reference(spec, probe, expect_lse=lse is not None)
+            mods_out, _ = mods_attention(spec, probe.q, probe.k, probe.v, probe.aux)
+            err = float((mods_out - ref_out).norm() / ref_out.norm().clamp_min(1e-300))
+            described = described and err <= MODS_AGREEMENT
+    return dataclasses.replace(spec, returns_lse=lse is not None,
+                               mods_describe_reference=described)

@@ -57,3 +57,7 @@ class Spec:
     # Declared aux shapes, {name: dims}; a dim is an int or an expression over
     # B, Hq, Hk, Sq, Sk, D, Dv ("Sq + Sk - 1"); () is a 0-d scalar.
     aux_shapes: Mapping[str, tuple[int | str, ...]] | None = None
+    # True if the mods and the normaliser say all the reference computes (with
+    # no mods: plain attention). False for a spec without mods whose reference
+    # does more (cosine scores, extra masks): peers and hook codegen cannot use it.
+    mods_describe_reference: bool = True

@@ -55,19 +55,33 @@ def shapes_for(
     ]
 
 
+# One long shape, so that structure at the scale of the benchmark variants
+# (1024-wide windows, 512-blocks, 64 global keys) is exercised. Few heads keep
+# its float64 reference cheap on CPU.
+LONG: tuple[int, int, int] = (1, 1100, 1037)
+
+
+def long_shape(configs: Sequence[HeadConfig]) -> Shape:
+    hq, hk, d, dv = small_configs(configs)[0]
+    group = min(hq // hk, 2)
+    b, sq, sk = LONG
+    return Shape(b, group, 1, sq, sk, d, dv)
+
+
 def verification_shapes(configs: Sequence[HeadConfig]) -> list[Shape]:
-    """The default sweep of the verifier: SWEEP for each reduced config."""
-    return shapes_for(configs, SWEEP)
+    """The default sweep of the verifier: SWEEP for each reduced config, then
+    the long shape."""
+    return [*shapes_for(configs, SWEEP), long_shape(configs)]
 
 
 def check_shapes(configs: Sequence[HeadConfig]) -> list[Shape]:
     return shapes_for(configs, CHECK_SIZES)
 
 
-def smoke_shape(configs: Sequence[HeadConfig]) -> Shape:
+def smoke_shape(configs: Sequence[HeadConfig], sq: int = 8, sk: int = 8) -> Shape:
     """One tiny shape to call a reference on while loading."""
     hq, hk, d, dv = small_configs(configs)[0]
-    return Shape(1, hq, hk, 8, 8, d, dv)
+    return Shape(1, hq, hk, sq, sk, d, dv)
 
 
 _DIM_NAMES = ("B", "Hq", "Hk", "Sq", "Sk", "D", "Dv")

@@ -49,6 +49,9 @@ class PeerImpl:
     """A peer bound to a spec. Pickles as (kind, spec path, options)."""
 
     def __init__(self, kind: str, spec: Spec, **options: object) -> None:
+        if kind != "eager" and not spec.mods_describe_reference:
+            raise UnsupportedSpec(f"{spec.name}: its reference does more than its mods say "
+                                  f"(it has none), so {kind} cannot compute it")
         self.kind, self.spec, self.options = kind, spec, options
         self.name = f"{kind}[{spec.name}]"
         self._call: Callable[..., object] = _BUILDERS[kind](spec, **options)
