@@ -1,18 +1,18 @@
-"""The correctness gate in front of every timing: an output counts only if it
-matches the float64 reference within the spec's tolerance for its dtype.
-
-(The full differential tester is cubridge.verify; this is the one-shot check of
-the benchmark's own inputs, so a fast wrong answer is never reported as fast.)
-"""
+"""The correctness gate in front of every timing: an output counts only if the
+verifier's judgement (cubridge.verify.compare.judge: shape, dtype, NaN/Inf, rel
+Frobenius error, max abs error relative to max |ref|) passes with the spec's
+tolerance for its dtype. Peers return no LSE, so out alone is judged here."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from cubridge.spec.model import Spec, Tolerance
 from cubridge.spec.tolerances import DEFAULT_TOLERANCES
+from cubridge.verify.compare import judge
 
 
 @dataclass(frozen=True)
@@ -31,25 +31,17 @@ def tolerance_for(spec: Spec, dtype: torch.dtype) -> Tolerance:
     raise ValueError(f"spec {spec.name!r} has no tolerance for {dtype}")
 
 
-def check_output(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Check:
-    """Compare out with the float64 reference: shape, finiteness, rel Frobenius
-    error, and max abs error as a fraction of max |ref| (Tolerance's meaning).
-    A zeros output has rel error 1, far above any tolerance."""
-    if tuple(out.shape) != tuple(ref.shape):
-        return Check(False, None, None, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def check_output(out: torch.Tensor, ref: torch.Tensor, v: torch.Tensor,
+                 tol: Tolerance) -> Check:
+    """Judge out (in v's dtype) against the float64 reference."""
+    if not isinstance(out, torch.Tensor):
+        return Check(False, None, None, f"returned {type(out).__name__}, not a tensor")
     if out.device != ref.device:
         return Check(False, None, None, f"output on {out.device}, inputs on {ref.device}")
-    out64 = out.to(torch.float64)
-    bad = int((~torch.isfinite(out64)).sum())
-    if bad:
-        return Check(False, None, None, f"{bad} NaN/Inf values in the output")
-    diff = out64 - ref
-    rel = float(diff.norm() / ref.norm().clamp_min(1e-30))
-    max_abs = float(diff.abs().max()) if diff.numel() else 0.0
-    ref_max = float(ref.abs().max()) if ref.numel() else 0.0
-    if rel > tol.rel:
-        return Check(False, rel, max_abs, f"rel err {rel:.2e} > {tol.rel:.0e}")
-    if max_abs > tol.abs * max(ref_max, 1e-30):
-        return Check(False, rel, max_abs, f"max abs err {max_abs:.2e} > {tol.abs:.0e} * "
-                     f"max|ref| ({ref_max:.2e})")
-    return Check(True, rel, max_abs)
+    j = judge(out, None, ref, None, v, v.dtype, tol, require_lse=False)
+    return Check(j.passed, _finite_or_none(j.rel_err), _finite_or_none(j.max_abs),
+                 "; ".join(j.reasons))

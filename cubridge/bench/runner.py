@@ -119,7 +119,7 @@ def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer,
         prepared = impl.prepare(case)
         note = prepared.note
         out = prepared.to_standard(prepared.run())
-        check = check_output(out, ref, tolerance_for(case.spec, case.dtype))
+        check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
         del out
         if _restore_inputs(case, pristine):
             return ImplResult(impl.name, WRONG, note=note, reason="modified its inputs")

@@ -29,7 +29,7 @@ def passes(prepare, case: Case) -> tuple[bool, str]:
     prepared = prepare(case)
     out = prepared.to_standard(prepared.run())
     ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, True).out
-    check = check_output(out, ref, tolerance_for(case.spec, case.dtype))
+    check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
     return check.ok, prepared.note
 
 
