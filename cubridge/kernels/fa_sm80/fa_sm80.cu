@@ -118,6 +118,13 @@ __device__ __forceinline__ uint32_t ldsm_addr(uint32_t tile, const LdsmLane& l, 
   return tile + row0 * kRowBytes + (step / 4) * 128 + l.offset[step % 4];
 }
 
+// x, hidden from the optimiser: values derived from it cannot be hoisted.
+__device__ __forceinline__ int opaque(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // Start copying rows [row0, row0 + kRows) of one head into a shared tile; rows at
 // or past num_rows are zero-filled (never read from global memory). Each thread
 // copies one fixed chunk column of every kRowsPerPass-th row, so the per-row
@@ -128,8 +135,9 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element* he
   constexpr int kRowsPerPass = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kRowsPerPass % 8 == 0, "swizzle phase is per thread");
   static_assert(kRows % kRowsPerPass == 0, "tile copy splits evenly over threads");
-  const int r0 = threadIdx.x / kChunks;
-  const int c = threadIdx.x % kChunks;
+  const int tid = opaque(threadIdx.x);  // recomputed per call: frees registers in the loop
+  const int r0 = tid / kChunks;
+  const int c = tid % kChunks;
   const Element* src = head + row0 * row_stride + r0 * row_stride + c * 8;
   const int64_t pass_stride = kRowsPerPass * row_stride;
   const uint32_t dst = swizzled(tile, r0, c);
@@ -330,9 +338,12 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
       hooks::kv_block_range(b, h, q_start, q_end, kBlockN, num_kv_blocks, p.aux);
   const int lo = max(range.lo, 0);
   const int hi = min(range.hi, num_kv_blocks);
+  // The block's arguments go through opaque() so that the compiler recomputes a
+  // hook's query-block terms per call instead of keeping them live across the
+  // whole key loop (registers are the scarce resource here).
   auto kind_of = [&](int n) {
-    return hooks::block_kind(b, h, q_start, q_end, n * kBlockN,
-                             min((n + 1) * kBlockN, p.seqlen_k), p.aux);
+    return hooks::block_kind(opaque(b), opaque(h), opaque(q_start), opaque(q_end),
+                             n * kBlockN, min((n + 1) * kBlockN, p.seqlen_k), p.aux);
   };
   // The next key block at or after n that is not EMPTY (hi when none is left).
   auto next_block = [&](int n) {
@@ -383,6 +394,10 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
     load_k(n_next, 1);
     int slot = 0;
     while (n < hi) {
+      // Classify before S is live in registers (a generated block_kind may be costly).
+      const bool masked = (hooks::kHasMaskMod && kind_of(n) == BlockKind::Partial) ||
+                          (n + 1) * kBlockN > p.seqlen_k;
+
       cp_async_wait<2>();  // K(n) (and Q) landed; V(n), K(n_next) may be in flight
       __syncthreads();
       load_v(n_next, slot ^ 1);
@@ -395,9 +410,7 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
       }
       gemm_qk(s, q_tile, k_slots + slot * kTileBytesKv, warp, row_major_lane, key_major_lane);
 
-      const bool partial = hooks::kHasMaskMod && kind_of(n) == BlockKind::Partial;
-      const bool key_tail = (n + 1) * kBlockN > p.seqlen_k;
-      if (partial || key_tail) {
+      if (masked) {
         scores_to_logits<true>(s, p, b, h, warp_row0, n * kBlockN, lane);
       } else {
         scores_to_logits<false>(s, p, b, h, warp_row0, n * kBlockN, lane);
