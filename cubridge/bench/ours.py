@@ -1,5 +1,7 @@
-"""Our implementation under test, plugged in as MODULE:FUNC, FILE.py:FUNC or a
-run directory (from `cubridge run`, holding a module that exposes `attention`).
+"""Our implementation under test, plugged in as MODULE:FUNC, FILE.py:FUNC, a
+run directory (from `cubridge run`, holding a module that exposes `attention`),
+or a folder of run directories (`runs/`), where each variant takes the newest
+`<variant>-*` run directory.
 
 Calling conventions, chosen from the function's signature:
 - a library kernel with a `causal` flag, e.g. `cubridge.kernels.fa_sm80.attention(
@@ -35,9 +37,21 @@ def _load_file(path: Path, func: str) -> Callable[..., object]:
     return getattr(module, func)
 
 
-def _run_dir_module(run_dir: Path) -> Path:
-    candidates = [p for p in sorted(run_dir.glob("*.py"))
-                  if _DEFINES_ATTENTION.search(p.read_text(errors="replace"))]
+def _attention_modules(folder: Path) -> list[Path]:
+    return [p for p in sorted(folder.glob("*.py"))
+            if _DEFINES_ATTENTION.search(p.read_text(errors="replace"))]
+
+
+def _run_dir_module(run_dir: Path, variant: str | None) -> Path:
+    candidates = _attention_modules(run_dir)
+    if not candidates and variant is not None:
+        # A folder of run directories: the newest one made for this variant.
+        runs = [d for d in run_dir.iterdir() if d.is_dir() and d.name.startswith(f"{variant}-")
+                and _attention_modules(d)]
+        if not runs:
+            raise Unsupported(f"no run directory for {variant!r} under {run_dir} "
+                              f"(expected {run_dir}/{variant}-*/ with a kernel module)")
+        candidates = _attention_modules(max(runs, key=lambda d: d.stat().st_mtime))
     if len(candidates) != 1:
         found = [p.name for p in candidates] or "none"
         raise Unsupported(f"run directory {run_dir}: expected one .py file defining "
@@ -45,12 +59,13 @@ def _run_dir_module(run_dir: Path) -> Path:
     return candidates[0]
 
 
-def load_callable(target: str) -> Callable[..., object]:
-    """Resolve MODULE:FUNC, FILE.py[:FUNC] or a run directory to a function."""
+def load_callable(target: str, variant: str | None = None) -> Callable[..., object]:
+    """Resolve MODULE:FUNC, FILE.py[:FUNC], a run directory, or (given the
+    variant's name) a folder of run directories to a function."""
     path_part, _, func = target.rpartition(":") if ":" in target else (target, "", "")
     path = Path(path_part or target)
     if path.is_dir():
-        return _load_file(_run_dir_module(path), "attention")
+        return _load_file(_run_dir_module(path, variant), "attention")
     if path.suffix == ".py":
         if not path.is_file():
             raise Unsupported(f"{path} does not exist")
@@ -67,13 +82,15 @@ def load_callable(target: str) -> Callable[..., object]:
 
 
 def external_impl(name: str, target: str) -> Impl:
-    """An Impl that loads `target` on first use (a missing kernel is reported, not fatal)."""
-    loaded: list[Callable[..., object]] = []
+    """An Impl that loads `target` on first use, per variant (a missing kernel is
+    reported, not fatal)."""
+    loaded: dict[str, Callable[..., object]] = {}
 
     def prepare(case: Case) -> Prepared:
-        if not loaded:
-            loaded.append(load_callable(target))
-        fn = loaded[0]
+        variant = case.spec.name
+        if variant not in loaded:
+            loaded[variant] = load_callable(target, variant)
+        fn = loaded[variant]
         params = inspect.signature(fn).parameters
         q, k, v, scale = case.q, case.k, case.v, case.scale
         if "causal" in params:

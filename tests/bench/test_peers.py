@@ -3,6 +3,7 @@ variant and matches the float64 reference, or says clearly why it cannot."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 
@@ -128,7 +129,11 @@ def test_ours_missing_is_unsupported_not_fatal(specs, tmp_path):
     impl = external_impl("ours", "cubridge.no_such_module:attention")
     with pytest.raises(Unsupported, match="cannot import"):
         impl.prepare(case_for(specs["causal"]))
-    with pytest.raises(Unsupported, match="expected one .py file"):
+    with pytest.raises(Unsupported, match="no run directory for 'causal'"):
+        external_impl("ours", str(tmp_path)).prepare(case_for(specs["causal"]))
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("def attention(q, k, v):\n    return q\n")
+    with pytest.raises(Unsupported, match=r"expected one .py file .* found \['a.py', 'b.py'\]"):
         external_impl("ours", str(tmp_path)).prepare(case_for(specs["causal"]))
 
 
@@ -197,3 +202,21 @@ def test_fa4_flags_express_causal_window_and_softcap(specs, fake_fa4):
     for name in ("document_causal", "alibi_causal"):
         with pytest.raises(Unsupported, match="FA4 flags cannot express"):
             PEERS["fa4"](case_for(specs[name]))
+
+
+def test_ours_from_a_folder_of_run_directories_picks_each_variants_newest(specs, tmp_path):
+    kernel = textwrap.dedent("""
+        import torch
+        def attention(q, k, v, scale=None):
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=scale, enable_gqa=True){extra}
+    """)
+    old, new = tmp_path / "causal-0old", tmp_path / "causal-1new"
+    for d, extra in ((old, " * 0"), (new, "")):
+        d.mkdir()
+        (d / "kernel.py").write_text(kernel.format(extra=extra))
+    os.utime(old, (1, 1))  # the stale, wrong one is older
+    impl = external_impl("ours", str(tmp_path))
+    assert passes(impl.prepare, case_for(specs["causal"]))[0]
+    with pytest.raises(Unsupported, match="no run directory for 'full'"):
+        impl.prepare(case_for(specs["full"]))
