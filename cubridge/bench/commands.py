@@ -89,7 +89,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--peers", type=_csv, default=list(PEERS),
                    help=f"peers to run (default {','.join(PEERS)})")
     p.add_argument("--ours", default=DEFAULT_OURS, metavar="TARGET",
-                   help="our implementation: MODULE:FUNC, FILE.py:FUNC or a run directory "
+                   help="our implementation: MODULE:FUNC, FILE.py:FUNC, a run directory, or a "
+                   "folder of them (each variant takes its newest VARIANT-* run) "
                    f"(default {DEFAULT_OURS}); 'none' to leave it out")
     p.add_argument("--impl", type=_impl_arg, action="append", default=[],
                    metavar="NAME=TARGET", help="another implementation to time (repeatable)")
