@@ -105,6 +105,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"parent of the results folder (default {RESULTS_DIR})")
     p.add_argument("--render", type=Path, metavar="RESULTS_JSON",
                    help="only re-render results.md and results.png beside an existing JSON")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS_JSON",
+                   help="combine results of several runs on one device (e.g. runs split to fit "
+                   "a time limit) into --out-dir/--name")
     p.set_defaults(func=run_command)
 
 
@@ -115,10 +118,22 @@ def run_command(args: argparse.Namespace) -> int:
         invocation,
         load_json,
         markdown_table,
+        merge_results,
         write_reports,
     )
     from cubridge.bench.runner import BenchConfig, run_bench
 
+    if args.merge:
+        try:
+            meta, results = merge_results([load_json(p) for p in args.merge])
+        except ValueError as exc:
+            print(f"cubridge bench: {exc}", file=sys.stderr)
+            return 2
+        out_dir = args.out_dir / (args.name or f"merged-{default_run_name(meta['device'])}")
+        paths = write_reports(out_dir, meta, results)
+        print(markdown_table(results))
+        print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+        return 0
     if args.render is not None:
         meta, results = load_json(args.render)
         paths = write_reports(args.render.parent, meta, results)

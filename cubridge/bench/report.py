@@ -100,6 +100,19 @@ def load_json(path: Path) -> tuple[dict, list[CaseResult]]:
     return data["meta"], results
 
 
+def merge_results(runs: Sequence[tuple[dict, list[CaseResult]]]
+                  ) -> tuple[dict, list[CaseResult]]:
+    """One report from several runs on the same device: the first run's metadata,
+    with every run's date, commit and command listed under 'merged_from'."""
+    devices = {meta["device"] for meta, _ in runs}
+    if len(devices) != 1:
+        raise ValueError(f"cannot merge results from different devices: {sorted(devices)}")
+    meta = dict(runs[0][0])
+    meta["merged_from"] = [{k: m[k] for k in ("date", "commit", "command")} for m, _ in runs]
+    meta["command"] = " ; ".join(m["command"] for m, _ in runs)
+    return meta, [r for _, results in runs for r in results]
+
+
 def _impl_names(results: Sequence[CaseResult]) -> list[str]:
     names: list[str] = []
     for r in results:

@@ -173,3 +173,21 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys):
     assert statuses[(32, "sdpa")] == "ok" and statuses[(16, "eager")] == "ok"
     assert statuses[(32, "fa4")] in ("unsupported", "ok")
     assert (tmp_path / "smoke" / "results.md").is_file()
+
+
+def test_runs_on_one_device_merge_into_one_report(tmp_path, results):
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_reports(first, collect_metadata("cubridge bench causal", "cpu", "t"), results[:2])
+    write_reports(second, collect_metadata("cubridge bench alibi_causal", "cpu", "t"),
+                  results[2:])
+    argv = ["bench", "--merge", str(first / "results.json"), str(second / "results.json"),
+            "--out-dir", str(tmp_path), "--name", "both"]
+    assert main(argv) == 0
+    meta, merged = load_json(tmp_path / "both" / "results.json")
+    assert merged == results
+    assert [m["command"] for m in meta["merged_from"]] == ["cubridge bench causal",
+                                                           "cubridge bench alibi_causal"]
+    other = json.loads((second / "results.json").read_text())
+    other["meta"]["device"] = "NVIDIA H100 80GB HBM3"
+    (second / "results.json").write_text(json.dumps(other))
+    assert main(argv) == 2
