@@ -69,8 +69,10 @@ def probe_torch() -> list[Finding]:
     for i in range(torch.cuda.device_count()):
         major, minor = torch.cuda.get_device_capability(i)
         props = torch.cuda.get_device_properties(i)
-        found.append(Finding(f"gpu {i}", True, f"{props.name}, sm_{major}{minor}, "
-                             f"{props.total_memory / 2**30:.0f} GiB"))
+        supported = major >= 8  # the kernels use mma.sync bf16 and cp.async
+        found.append(Finding(f"gpu {i}", supported, f"{props.name}, sm_{major}{minor}, "
+                             f"{props.total_memory / 2**30:.0f} GiB" + (
+                                 "" if supported else "; cubridge kernels need sm_80 or newer")))
     found.append(Finding("cuda runtime", True, f"{torch.version.cuda} (via torch)"))
     return found
 
