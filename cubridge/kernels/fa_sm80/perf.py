@@ -173,7 +173,7 @@ def run_generated_hooks(names: list[str]) -> list[dict[str, object]]:
         try:
             spec = load(root / f"{name}.py")
             header = generate_header(plan_hooks(spec))
-            gen = torch.Generator(device="cuda").manual_seed(0)
+            gen = torch.Generator().manual_seed(0)  # specs draw aux on the CPU generator
 
             def run(shape: Shape, spec=spec, header=header, gen=gen):
                 aux = dict(spec.make_aux(shape, gen, torch.device("cuda"))) if spec.make_aux \
