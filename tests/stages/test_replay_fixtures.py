@@ -28,8 +28,8 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
     record_fixture(fixtures, stage, request, fixture_reply(name), label=FIXTURE_LABEL)
 
 
+# The cosine fixture is replayed through `cubridge run` (test_route_and_run.py).
 @pytest.mark.parametrize(("spec", "fixture", "kernel"), [
-    ("cosine", "transfer_cosine.md", "FaSm80Cosine"),
     ("mla", "transfer_mla.md", "FaSm80Mla"),
 ])
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):

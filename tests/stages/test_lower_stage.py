@@ -1,0 +1,73 @@
+"""The LLM lowering stage's ReAct loop through the openai client, with nvcc:
+edit actions that break the build come back with nvcc's diagnostics and the
+edited lines around them, edits that do not apply come back with the edit
+error, and a reply that compiles without spills passes; without a GPU the
+stage says it verified by compiling only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from llm_fakes import make_client
+from stage_fixtures import FAST, SPECS, fixture_reply
+
+from cubridge.build.nvcc import nvcc_available
+from cubridge.llm import code_block, read_exchanges
+from cubridge.pipeline.rundir import RunDir
+from cubridge.stages.lower_llm import lower
+
+pytestmark = pytest.mark.nvcc
+
+BROKEN = """The scale multiply goes first.
+
+@@@ replace "const float to_log2 = hooks::kHasScoreMod"
+  const float to_log2 = hooks::kHasScoreMod ? kLog2e : p.scale_log2 +;
+@@@ end
+"""
+NOT_APPLICABLE = """@@@ replace 9000..9001
+x
+@@@ end
+"""
+COMPILES = """A comment only: the cosine scaling itself is not part of this test.
+
+@@@ insert before "extern \\"C\\" __global__"
+// lowered by cubridge (test reply)
+@@@ end
+"""
+
+
+@pytest.fixture
+def target(tmp_path):
+    path = tmp_path / "target_cuir.py"
+    path.write_text(code_block(fixture_reply("transfer_cosine.md"), "python"))
+    return path
+
+
+def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, target):
+    if not nvcc_available():
+        pytest.skip("nvcc not found (set CUDA_HOME or install the CUDA toolkit)")
+    llm_server.reply(BROKEN, NOT_APPLICABLE, COMPILES)
+    client = make_client("openai", llm_server, tmp_path, stage="lower")
+    result = lower(target, client, RunDir(tmp_path, log=lambda _: None), SPECS / "cosine.py",
+                   FAST, arch="sm_90a")
+    errors = [e.verification.get("error") for e in sorted(read_exchanges(tmp_path),
+                                                         key=lambda e: e.seq)]
+    assert "nvcc rejected the edited fa_sm80.cu" in errors[0]
+    assert "error" in errors[0] and "p.scale_log2 +;" in errors[0]  # the edited line is shown
+    assert "9000" in errors[1] and errors[2] is None
+    # The compiler's words went back to the model after its reply.
+    sent = llm_server.requests[1]["body"]["messages"]
+    assert sent[-2]["content"] == BROKEN and errors[0] in sent[-1]["content"]
+    # The first prompt: IR diff, correspondence fallback, edit format, numbered source.
+    prompt = llm_server.requests[0]["body"]["messages"][1]["content"]
+    assert "diff FaSm80 -> FaSm80Cosine" in prompt and "@@@ replace" in prompt
+    assert "CUBRIDGE_HEAD_DIM=128" in prompt
+
+    assert "// lowered by cubridge (test reply)" in result.source.read_text()
+    meta = json.loads((tmp_path / "lower.json").read_text())
+    assert meta["resources"]["D128_Dv128"]["spill_store_bytes"] == 0
+    if not torch.cuda.is_available():
+        assert meta["verification"].startswith("compile-only")
+        assert "not run or verified" in result.record.summary
