@@ -12,13 +12,13 @@ import torch
 
 from cubridge.lower.hook_header import HookHeader
 
-HARNESS = Path(__file__).with_name("hook_harness.cpp")
+HARNESS = Path(__file__).with_name("hook_harness.inc")
 COMMON = Path(__file__).resolve().parents[2] / "cubridge" / "kernels" / "common"
 
 
 def compiler() -> list[str] | None:
     """g++ for the host program (fast; CUBRIDGE_HD is plain inline there), else
-    nvcc. test_headers_compile_for_device checks the device side with nvcc."""
+    nvcc. device_compile checks the device side with nvcc."""
     if shutil.which("g++"):
         return ["g++", "-x", "c++", "-std=c++17", "-O1", "-Wall", "-Werror"]
     if shutil.which("nvcc"):
@@ -26,14 +26,70 @@ def compiler() -> list[str] | None:
     return None
 
 
+def _renamed(header: HookHeader, i: int) -> str:
+    """The header with its namespace renamed, so many fit in one program (the
+    hooks themselves are byte for byte what lowering generated)."""
+    text = header.text.replace("#pragma once", "")
+    assert text.count("namespace cubridge_hooks {") == 1
+    return text.replace("namespace cubridge_hooks {", f"namespace cubridge_hooks_{i} {{")
+
+
+_PRELUDE = """#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "hook_types.cuh"
+
+// Deterministic scores in [-10, 10], computed identically by scores() in Python.
+static float score_at(int b, int h, int q, int k) {
+  const int x = (q * 7919 + k * 104729 + b * 31 + h * 17) % 2001;
+  return static_cast<float>(x - 1000) / 100.0f;
+}
+
+static int read_i32(FILE* f) {
+  int v;
+  if (fread(&v, sizeof v, 1, f) != 1) {
+    fprintf(stderr, "short input\\n");
+    exit(2);
+  }
+  return v;
+}
+"""
+
+
+def build(headers: list[HookHeader], workdir: Path) -> Path:
+    """One host program evaluating every header: `harness INDEX IN OUT bm bn`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    parts = [_PRELUDE]
+    for i, h in enumerate(headers):
+        parts += [_renamed(h, i), f"#define HOOKS_NS cubridge_hooks_{i}",
+                  f"#define RUN_FN run_{i}", f'#include "{HARNESS}"', "#undef HOOKS_NS",
+                  "#undef RUN_FN"]
+    table = ", ".join(f"run_{i}" for i in range(len(headers)))
+    parts.append(f"""
+int main(int argc, char** argv) {{
+  if (argc != 7) return 2;
+  int (*runs[])(const char*, const char*, int, int, bool) = {{{table}}};
+  return runs[atoi(argv[1])](argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+}}""")
+    src = workdir / "harness.cpp"
+    src.write_text("\n".join(parts))
+    cmd = compiler()
+    assert cmd is not None
+    exe = workdir / "harness"
+    proc = subprocess.run([*cmd, f"-I{COMMON}", str(src), "-o", str(exe)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise AssertionError(f"compiling the generated hooks failed:\n{proc.stderr[-6000:]}")
+    return exe
+
+
 def device_compile(headers: list[HookHeader], workdir: Path) -> None:
-    """Compile every header for sm_80 and sm_90a in one translation unit (each in
-    its own namespace), with a kernel calling each hook so none is skipped."""
+    """Compile every header for sm_80 and sm_90a in one translation unit, with a
+    kernel calling each hook so none is skipped."""
     parts = ['#include "hook_types.cuh"']
     for i, h in enumerate(headers):
-        text = h.text.replace("#pragma once", "")
-        text = text.replace("namespace cubridge_hooks {", f"namespace cubridge_hooks_{i} {{")
-        parts += [text, f"""
+        parts += [_renamed(h, i), f"""
 __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   using namespace cubridge_hooks_{i};
   const int q = threadIdx.x, k = threadIdx.y;
@@ -55,42 +111,39 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
         raise AssertionError(f"nvcc failed on the generated hooks:\n{proc.stderr[-6000:]}")
 
 
-def build(header: HookHeader, workdir: Path) -> Path:
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "cubridge_hooks.cuh").write_text(header.text)
-    cmd = compiler()
-    assert cmd is not None
-    exe = workdir / "harness"
-    proc = subprocess.run([*cmd, f"-I{workdir}", f"-I{COMMON}", str(HARNESS), "-o", str(exe)],
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise AssertionError(f"compiling the hooks of {header.plan.name} failed:\n"
-                             f"{proc.stderr}\n--- header ---\n{header.text}")
-    return exe
+def scores(b: int, h: int, sq: int, sk: int) -> torch.Tensor:
+    """The harness's score_at on the grid: float32 [b, h, sq, sk]."""
+    bi = torch.arange(b).view(-1, 1, 1, 1)
+    hi = torch.arange(h).view(1, -1, 1, 1)
+    qi = torch.arange(sq).view(1, 1, -1, 1)
+    ki = torch.arange(sk).view(1, 1, 1, -1)
+    x = (qi * 7919 + ki * 104729 + bi * 31 + hi * 17) % 2001
+    return (x - 1000).float() / 100.0
 
 
 @dataclass
 class HookValues:
-    score: np.ndarray  # float32 [B, H, Sq, Sk]
-    mask: np.ndarray  # bool [B, H, Sq, Sk]
+    score: np.ndarray | None  # float32 [B, H, Sq, Sk] (grid runs only)
+    mask: np.ndarray | None  # bool [B, H, Sq, Sk] (grid runs only)
     kinds: np.ndarray  # uint8 [B, H, nq, nk]
     ranges: np.ndarray  # int32 [B, H, nq, 2]
     activation: np.ndarray  # float32 [Sk] of scores[0, 0, 0]
 
 
-def run(exe: Path, aux: list[torch.Tensor], scores: torch.Tensor, block_m: int, block_n: int,
-        workdir: Path) -> HookValues:
-    b, h, sq, sk = scores.shape
-    inp, out = workdir / f"in_{block_m}_{block_n}.bin", workdir / f"out_{block_m}_{block_n}.bin"
+def run(exe: Path, index: int, aux: list[torch.Tensor], shape: tuple[int, int, int, int],
+        block_m: int, block_n: int, workdir: Path, grid: bool = True) -> HookValues:
+    """Evaluate header `index` of the program on one problem and one tiling."""
+    b, h, sq, sk = shape
+    inp = workdir / f"in_{index}_{block_m}_{block_n}.bin"
+    out = workdir / f"out_{index}_{block_m}_{block_n}.bin"
     with open(inp, "wb") as f:
         f.write(np.array([b, h, sq, sk, len(aux)], dtype=np.int32).tobytes())
         for t in aux:
             t = t.contiguous().cpu()
             f.write(np.array([t.element_size(), t.dim(), *t.shape], dtype=np.int32).tobytes())
-            f.write(t.view(torch.uint8).numpy().tobytes() if t.dim() else
-                    t.reshape(1).view(torch.uint8).numpy().tobytes())
-        f.write(scores.float().contiguous().numpy().tobytes())
-    subprocess.run([str(exe), str(inp), str(out), str(block_m), str(block_n)], check=True)
+            f.write(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    subprocess.run([str(exe), str(index), str(inp), str(out), str(block_m), str(block_n),
+                    str(int(grid))], check=True)
     raw = out.read_bytes()
     n = b * h * sq * sk
     nq, nk = -(-sq // block_m), -(-sk // block_n)
@@ -102,8 +155,8 @@ def run(exe: Path, aux: list[torch.Tensor], scores: torch.Tensor, block_m: int, 
         off += arr.nbytes
         return arr
 
-    score = take(np.float32, n).reshape(b, h, sq, sk)
-    mask = take(np.uint8, n).reshape(b, h, sq, sk).astype(bool)
+    score = take(np.float32, n).reshape(b, h, sq, sk) if grid else None
+    mask = take(np.uint8, n).reshape(b, h, sq, sk).astype(bool) if grid else None
     kinds = take(np.uint8, b * h * nq * nk).reshape(b, h, nq, nk)
     ranges = take(np.int32, b * h * nq * 2).reshape(b, h, nq, 2)
     act = take(np.float32, sk)
