@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 import torch
+from bench_specs import causal_mask, document_mask, make_doc_ids
 
 from cubridge.attention import Shape
 from cubridge.bench.flops import band_pairs, count_allowed_pairs
-from tests.bench.conftest import causal_mask, document_mask, make_doc_ids
 
 
 def brute_force(mask_fn, shape: Shape, **aux) -> int:

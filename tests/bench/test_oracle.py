@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from bench_specs import causal_mask, make_spec
 
 from cubridge.attention import Shape
 from cubridge.bench.oracle import (
@@ -12,7 +13,6 @@ from cubridge.bench.oracle import (
     mods_agree_with_reference,
 )
 from cubridge.spec.mods import bind_mods
-from tests.bench.conftest import causal_mask, make_spec
 
 
 def _inputs(shape: Shape, seed: int = 0):

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 import torch
+from bench_specs import TINY, alibi_score, make_spec, softcap_score
 
 from cubridge.bench.case import Case
 from cubridge.bench.check import check_output, tolerance_for
@@ -17,7 +18,6 @@ from cubridge.bench.oracle import float64_reference
 from cubridge.bench.ours import external_impl, load_callable
 from cubridge.bench.peers import PEERS, Unsupported, make_flex_preparer, peer_impls
 from cubridge.bench.runner import BenchConfig, build_case
-from tests.bench.conftest import TINY, alibi_score, make_spec, softcap_score
 
 CPU = BenchConfig(seq_lens=(64,), configs=("tiny",), tokens=128, device="cpu")
 

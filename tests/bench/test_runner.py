@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from bench_specs import make_spec
 
 from cubridge.bench.peers import PEERS, Impl, Prepared, peer_impls
 from cubridge.bench.runner import BenchConfig, run_bench
 from cubridge.bench.timing import wallclock_timer
-from tests.bench.conftest import make_spec
 
 CPU = BenchConfig(seq_lens=(32, 64), configs=("tiny", "tiny_mha"), tokens=128, device="cpu")
 
