@@ -62,3 +62,12 @@ def test_host_params_struct_matches_the_kernel(tmp_path):
 def test_causal_and_generated_hooks_are_exclusive():
     with pytest.raises(ValueError, match="causal=True applies to the default hooks only"):
         fa_sm80.compile_for(128, torch.bfloat16, "sm_90a", causal=True, hooks_header="x")
+
+
+def test_patched_source_text_builds_against_the_kernel_headers():
+    """Lowering may hand over a patched copy of fa_sm80.cu as text."""
+    text = fa_sm80.metadata().source.read_text() + "\n// patched by lowering\n"
+    original = fa_sm80.compile_for(64, torch.bfloat16, "sm_80")
+    patched = fa_sm80.compile_for(64, torch.bfloat16, "sm_80", source=text)
+    assert patched.key != original.key
+    assert not patched.resources_of(fa_sm80.metadata().entry).spills

@@ -175,3 +175,13 @@ def test_agrees_with_its_cuir(causal, d):
     assert torch.equal(torch.isinf(lse.cpu()), torch.isinf(ir_lse))
     finite = torch.isfinite(ir_lse)
     assert (lse.cpu()[finite] - ir_lse[finite]).abs().max().item() < 1e-4
+
+
+def test_entry_point_under_torch_compile_and_patched_source():
+    q, k, v = _inputs(1, 4, 2, 300, 300, 128, torch.bfloat16)
+    compiled = torch.compile(lambda q, k, v: fa_sm80.attention(q, k, v, causal=True)[0] * 2)
+    ref, _ = reference_attention(q, k, v, mask=_causal)
+    assert rel_error(compiled(q, k, v) / 2, ref) < tolerance(torch.bfloat16)
+    text = fa_sm80.metadata().source.read_text() + "\n// patched by lowering\n"
+    out, _ = fa_sm80.attention(q, k, v, causal=True, source=text)
+    assert torch.equal(out, fa_sm80.attention(q, k, v, causal=True)[0])

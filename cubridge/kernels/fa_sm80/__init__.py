@@ -30,10 +30,12 @@ def metadata() -> KernelMetadata:
 
 
 def compile_for(head_dim: int, dtype: torch.dtype, arch: str, *, causal: bool = False,
-                hooks_header: str | None = None) -> CompiledKernel:
+                hooks_header: str | None = None, source: str | None = None) -> CompiledKernel:
     """Compile (or fetch from the cache) the kernel for one head dim, dtype and
     arch. Needs nvcc, not a GPU. `causal` selects the default header's causal
-    mode and cannot be combined with a generated `hooks_header`."""
+    mode and cannot be combined with a generated `hooks_header`. `source`
+    replaces the text of fa_sm80.cu (a patched copy from LLM-driven lowering; it
+    must keep the entry name, FwdParams and cubridge_kernel_info)."""
     meta = metadata()
     if head_dim not in meta.head_dims:
         raise ValueError(f"{NAME}: head dim {head_dim} not supported (have {meta.head_dims})")
@@ -53,14 +55,18 @@ def compile_for(head_dim: int, dtype: torch.dtype, arch: str, *, causal: bool = 
     }
     if dtype == torch.float16:
         defines["CUBRIDGE_DTYPE_FP16"] = 1
-    return compile_cuda(meta.source, arch=arch, hooks_header=hooks_header, defines=defines)
+    if source is None:
+        return compile_cuda(meta.source, arch=arch, hooks_header=hooks_header, defines=defines)
+    return compile_cuda(source, arch=arch, hooks_header=hooks_header, defines=defines,
+                        include_dirs=[meta.directory])
 
 
 @functools.cache
 def kernel_for(head_dim: int, dtype: torch.dtype, arch: str, causal: bool = False,
-               hooks_header: str | None = None) -> AttentionKernel:
+               hooks_header: str | None = None, source: str | None = None) -> AttentionKernel:
     """The compiled kernel as a launchable AttentionKernel (cached per process)."""
-    compiled = compile_for(head_dim, dtype, arch, causal=causal, hooks_header=hooks_header)
+    compiled = compile_for(head_dim, dtype, arch, causal=causal, hooks_header=hooks_header,
+                           source=source)
     return AttentionKernel(compiled, metadata().entry, head_dim, dtype)
 
 
@@ -74,11 +80,12 @@ def _aux_list(aux: Sequence[torch.Tensor] | Mapping[str, torch.Tensor] | None
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
               causal: bool = False, hooks_header: str | None = None,
               aux: Sequence[torch.Tensor] | Mapping[str, torch.Tensor] | None = None,
-              out: torch.Tensor | None = None, lse: torch.Tensor | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+              out: torch.Tensor | None = None, lse: torch.Tensor | None = None,
+              source: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Forward attention; returns (out, lse). `aux` tensors are passed to the
     hooks in order (AuxArgs.t[0..]). With `out`/`lse` given the kernel writes
-    into them directly (eager only); otherwise it runs as a torch op."""
+    into them directly (eager only); otherwise it runs as a torch op. `source`:
+    see compile_for."""
     meta = metadata()
     aux_list = _aux_list(aux)
     check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux_list, what=NAME)
@@ -86,7 +93,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | 
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"{NAME}: scale must be a positive finite number, got {scale}")
     device = require_cuda_device(q.device)
-    kernel = kernel_for(q.shape[3], q.dtype, device_arch(device), causal, hooks_header)
+    kernel = kernel_for(q.shape[3], q.dtype, device_arch(device), causal, hooks_header, source)
     key = register(kernel)
     if out is None and lse is None:
         out, lse = torch.ops.cubridge.attention_fwd(q, k, v, aux_list, scale, key)
