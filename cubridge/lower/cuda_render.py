@@ -69,16 +69,26 @@ _TEMPLATES = {
     "where": "({0} ? {1} : {2})",
 }
 
+# score_mod and activation run on every score: the fast device forms (see
+# hook_helpers.cuh); mask_mod keeps the exact ones
+_FAST = {
+    "tanh": "detail::fast_tanh({0})", "exp": "detail::fast_exp({0})",
+    "exp2": "detail::fast_exp2({0})", "log": "detail::fast_log({0})",
+    "sigmoid": "detail::fast_sigmoid({0})", "truediv": "detail::fast_div({0}, {1})",
+}
+
 # C names of the hook arguments for each index variable
 ARG_NAMES = {"b": "b", "h": "h", "q": "q", "k": "k", "score": "s"}
 
 
 def render_value(node: Node, slots: Mapping[str, int],
                  aux_dtypes: Mapping[str, torch.dtype],
-                 bound: Mapping[Node, str] | None = None) -> str:
+                 bound: Mapping[Node, str] | None = None, fast: bool = False) -> str:
     """`node` as a C++ expression over (s, b, h, q, k, aux); subexpressions in
-    `bound` are referred to by the given names."""
+    `bound` are referred to by the given names; `fast` picks the fast device
+    forms of float functions."""
     bound = bound or {}
+    templates = {**_TEMPLATES, **_FAST} if fast else _TEMPLATES
 
     def go(n: Node) -> str:
         if n in bound:
@@ -99,7 +109,7 @@ def render_value(node: Node, slots: Mapping[str, int],
             return f"static_cast<int>(aux.t[{slots[name]}].size[{dim}])"
         if n.op == "cast":
             return f"static_cast<{C_TYPES[n.dtype]}>({go(n.args[0])})"
-        return _TEMPLATES[n.op].format(*(go(a) for a in n.args))
+        return templates[n.op].format(*(go(a) for a in n.args))
 
     return go(node)
 
@@ -144,13 +154,13 @@ def render_interval(node: Node, slots: Mapping[str, int],
 
 
 def render_body(node: Node, slots: Mapping[str, int],
-                aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
+                aux_dtypes: Mapping[str, torch.dtype], fast: bool = False) -> list[str]:
     """Statements computing `node`: one `const T tN = ...;` per repeated
     subexpression, then `return ...;`."""
     bound: dict[Node, str] = {}
     lines = []
     for n in shared_subexpressions(node):
         lines.append(f"  const {C_TYPES[n.dtype]} t{len(bound)} = "
-                     f"{render_value(n, slots, aux_dtypes, bound)};")
+                     f"{render_value(n, slots, aux_dtypes, bound, fast)};")
         bound[n] = f"t{len(bound)}"
-    return [*lines, f"  return {render_value(node, slots, aux_dtypes, bound)};"]
+    return [*lines, f"  return {render_value(node, slots, aux_dtypes, bound, fast)};"]

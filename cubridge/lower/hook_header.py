@@ -223,7 +223,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
                   f"constexpr int kTableBlockN = {plan.table_block[1]};", ""]
     if plan.score:
         body = "\n".join([_unused("s", "b", "h", "q", "k", "aux"),
-                          *render_body(plan.score.node, slot_of, dtypes)])
+                          *render_body(plan.score.node, slot_of, dtypes, fast=True)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))
@@ -234,7 +234,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
     parts.append(_function("mask_mod", body))
     activation = {"softmax": "s;  // unused: softmax normaliser",
-                  "sigmoid": "detail::sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
+                  "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))
     parts.append(_function("block_kind", _block_kind_body(plan, slot_of, dtypes)))
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))

@@ -39,6 +39,31 @@ CUBRIDGE_HD int abs(int a) { return a < 0 ? -a : a; }
 CUBRIDGE_HD float abs(float a) { return fabsf(a); }
 CUBRIDGE_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// Fast forms for score_mod and activation, which run on every score: on the
+// device the SFU approximations kernels use (tanh.approx: 2^-11 relative
+// error; ex2/lg2.approx: a few ulps), exact libm on the host. mask_mod never
+// uses them: block classification's float slack assumes a few ulps at most.
+// Define CUBRIDGE_PRECISE_HOOKS to use libm on the device too.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750 && !defined(CUBRIDGE_PRECISE_HOOKS)
+CUBRIDGE_HD float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+CUBRIDGE_HD float fast_exp(float x) { return __expf(x); }
+CUBRIDGE_HD float fast_exp2(float x) { return exp2f(x); }
+CUBRIDGE_HD float fast_log(float x) { return __logf(x); }
+CUBRIDGE_HD float fast_div(float a, float b) { return __fdividef(a, b); }
+CUBRIDGE_HD float fast_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+#else
+CUBRIDGE_HD float fast_tanh(float x) { return tanhf(x); }
+CUBRIDGE_HD float fast_exp(float x) { return expf(x); }
+CUBRIDGE_HD float fast_exp2(float x) { return exp2f(x); }
+CUBRIDGE_HD float fast_log(float x) { return logf(x); }
+CUBRIDGE_HD float fast_div(float a, float b) { return a / b; }
+CUBRIDGE_HD float fast_sigmoid(float x) { return sigmoid(x); }
+#endif
+
 // ---- intervals -----------------------------------------------------------
 // Numbers as [lo, hi] in double (exact for integers below 2^53); bools as
 // [lo, hi] in {0, 1}: lo = 1 always true, hi = 0 never true.
