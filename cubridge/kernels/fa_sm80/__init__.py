@@ -19,7 +19,7 @@ from cubridge.build.arch import check_supported
 from cubridge.build.attention_op import AttentionKernel, check_inputs, register
 from cubridge.build.compile import CompiledKernel, compile_cuda
 from cubridge.build.driver import device_arch, require_cuda_device
-from cubridge.kernels import KernelMetadata, load_metadata
+from cubridge.kernels import KernelMetadata, TileConfig, load_metadata
 
 NAME = "fa_sm80"
 
@@ -30,12 +30,14 @@ def metadata() -> KernelMetadata:
 
 
 def compile_for(head_dim: int, dtype: torch.dtype, arch: str, *, causal: bool = False,
-                hooks_header: str | None = None, source: str | None = None) -> CompiledKernel:
+                hooks_header: str | None = None, source: str | None = None,
+                config: TileConfig | None = None) -> CompiledKernel:
     """Compile (or fetch from the cache) the kernel for one head dim, dtype and
     arch. Needs nvcc, not a GPU. `causal` selects the default header's causal
     mode and cannot be combined with a generated `hooks_header`. `source`
     replaces the text of fa_sm80.cu (a patched copy from LLM-driven lowering; it
-    must keep the entry name, FwdParams and cubridge_kernel_info)."""
+    must keep the entry name, FwdParams and cubridge_kernel_info). `config`
+    overrides metadata.json's tile config (tuning; the cubin reports its own)."""
     meta = metadata()
     if head_dim not in meta.head_dims:
         raise ValueError(f"{NAME}: head dim {head_dim} not supported (have {meta.head_dims})")
@@ -45,7 +47,9 @@ def compile_for(head_dim: int, dtype: torch.dtype, arch: str, *, causal: bool = 
         raise ValueError(f"{NAME}: causal=True applies to the default hooks only; a generated "
                          "hooks header states its own mask")
     check_supported(arch, meta.min_arch, f"kernel {NAME} (mma.sync, cp.async)")
-    cfg = meta.config(head_dim)
+    cfg = config or meta.config(head_dim)
+    if cfg.stages != 2:
+        raise ValueError(f"{NAME}: the pipeline has exactly 2 K/V stages, got {cfg.stages}")
     defines: dict[str, str | int] = {
         "CUBRIDGE_HEAD_DIM": head_dim,
         "CUBRIDGE_BLOCK_M": cfg.block_m,
@@ -63,10 +67,11 @@ def compile_for(head_dim: int, dtype: torch.dtype, arch: str, *, causal: bool = 
 
 @functools.cache
 def kernel_for(head_dim: int, dtype: torch.dtype, arch: str, causal: bool = False,
-               hooks_header: str | None = None, source: str | None = None) -> AttentionKernel:
+               hooks_header: str | None = None, source: str | None = None,
+               config: TileConfig | None = None) -> AttentionKernel:
     """The compiled kernel as a launchable AttentionKernel (cached per process)."""
     compiled = compile_for(head_dim, dtype, arch, causal=causal, hooks_header=hooks_header,
-                           source=source)
+                           source=source, config=config)
     return AttentionKernel(compiled, metadata().entry, head_dim, dtype)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from cubridge.attention import attention_flops
-from cubridge.kernels import fa_sm80
+from cubridge.kernels import TileConfig, fa_sm80
 
 # (name, B, Hq, Hk, S, D): the target and BENCHMARK.md's 16k-token grid.
 PERF_CASES = [
@@ -128,16 +128,20 @@ def run_perf(quick: bool) -> list[dict[str, object]]:
     import torch.nn.functional as F
     rows = []
     cases = PERF_CASES[:1] if quick else PERF_CASES
-    for name, b, hq, hk, s, d in cases:
+    for name, b, hq, hk, s, d, cfg in [(*c, None) for c in cases] + [
+            ("target_block_n32", *PERF_CASES[0][1:], TileConfig(128, 32, 4, 2))]:
         q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
         for causal in (False, True):
-            out, lse = fa_sm80.attention(q, k, v, causal=causal)
+            kernel = fa_sm80.kernel_for(d, q.dtype, fa_sm80.device_arch(q.device), causal,
+                                        None, None, cfg)
+            ours = functools.partial(torch.ops.cubridge.attention_fwd, q, k, v, [],
+                                     1 / math.sqrt(d), fa_sm80.register(kernel))
+            out, lse = ours()
             err = errors(q, k, v, out, lse, causal, heads=2)
             ok = err["rel"] < tolerance(torch.bfloat16) and not err["nan"]
             flops = b * attention_flops(allowed_pairs(s, causal), hq, d)
-            ours = functools.partial(fa_sm80.attention, q, k, v, causal=causal)
             sdpa = functools.partial(F.scaled_dot_product_attention, q, k, v,
                                      is_causal=causal, enable_gqa=hq != hk)
             ms = time_ms(ours) if ok else math.nan
@@ -175,7 +179,7 @@ def run_generated_hooks(names: list[str]) -> list[dict[str, object]]:
             header = generate_header(plan_hooks(spec))
             gen = torch.Generator().manual_seed(0)  # specs draw aux on the CPU generator
 
-            def run(shape: Shape, spec=spec, header=header, gen=gen):
+            def run(shape: Shape, key: str, spec=spec, header=header, gen=gen):
                 aux = dict(spec.make_aux(shape, gen, torch.device("cuda"))) if spec.make_aux \
                     else {}
                 q = torch.randn(shape.b, shape.hq, shape.sq, shape.d, device="cuda",
@@ -183,27 +187,32 @@ def run_generated_hooks(names: list[str]) -> list[dict[str, object]]:
                 k, v = (torch.randn(shape.b, shape.hk, shape.sk, shape.d, device="cuda",
                                     dtype=torch.bfloat16) for _ in range(2))
                 packed = header.pack_aux(aux, shape)
-                call = functools.partial(fa_sm80.attention, q, k, v, hooks_header=header.text,
-                                         aux=packed)
+                call = functools.partial(torch.ops.cubridge.attention_fwd, q, k, v, packed,
+                                         1 / math.sqrt(shape.d), key)
                 return q, k, v, aux, call
 
-            small = Shape(1, 4, 4, 1024, 1024, 128)
-            q, k, v, aux, call = run(small)
-            out, _ = call()
-            ref = spec.reference(q.double(), k.double(), v.double(), **aux)
-            ref = ref[0] if isinstance(ref, tuple) else ref
-            rel = ((out.double() - ref).norm() / ref.norm()).item()
-            big = Shape(4, 32, 32, 4096, 4096, 128)
-            q, k, v, aux, call = run(big)
-            stats = count_allowed_pairs(bind_mods(spec, aux).mask_mod, big, "cuda")
-            ms = time_ms(call)
-            res = fa_sm80.compile_for(128, torch.bfloat16, "sm_90a", hooks_header=header.text
-                                      ).resources_of(fa_sm80.metadata().entry)
-            rows.append({"variant": name, "rel_err": rel, "ok": rel < 1e-2, "ms": ms,
-                         "tflops": stats.flops / ms / 1e9, "density": stats.density,
-                         "spill_bytes": res.spill_store_bytes + res.spill_load_bytes})
-            print(f"hooks {name}: {ms:.3f} ms {rows[-1]['tflops']:.0f} TFLOP/s rel {rel:.1e} "
-                  f"spills {rows[-1]['spill_bytes']} B", flush=True)
+            for cfg in (fa_sm80.metadata().config(128), TileConfig(128, 32, 4, 2)):
+                kernel = fa_sm80.kernel_for(128, torch.bfloat16, fa_sm80.device_arch(
+                    torch.device("cuda")), False, header.text, None, cfg)
+                key = fa_sm80.register(kernel)
+                small = Shape(1, 4, 4, 1024, 1024, 128)
+                q, k, v, aux, call = run(small, key)
+                out, _ = call()
+                ref = spec.reference(q.double(), k.double(), v.double(), **aux)
+                ref = ref[0] if isinstance(ref, tuple) else ref
+                rel = ((out.double() - ref).norm() / ref.norm()).item()
+                big = Shape(4, 32, 32, 4096, 4096, 128)
+                q, k, v, aux, call = run(big, key)
+                stats = count_allowed_pairs(bind_mods(spec, aux).mask_mod, big, "cuda")
+                ms = time_ms(call)
+                res = kernel.compiled.resources_of(fa_sm80.metadata().entry)
+                rows.append({"variant": name, "block_n": cfg.block_n, "rel_err": rel,
+                             "ok": rel < 1e-2, "ms": ms, "tflops": stats.flops / ms / 1e9,
+                             "density": stats.density,
+                             "spill_bytes": res.spill_store_bytes + res.spill_load_bytes})
+                print(f"hooks {name} block_n {cfg.block_n}: {ms:.3f} ms "
+                      f"{rows[-1]['tflops']:.0f} TFLOP/s rel {rel:.1e} "
+                      f"spills {rows[-1]['spill_bytes']} B", flush=True)
         except Exception as exc:  # noqa: BLE001 - recorded, the kernel's own checks decide
             rows.append({"variant": name, "error": f"{type(exc).__name__}: {exc}"[:500]})
             print(f"hooks {name}: ERROR {rows[-1]['error']}", flush=True)
@@ -249,13 +258,14 @@ def write_report(out_dir: Path, checks: list, perf: list, generated: list, commi
     if generated:
         lines += ["", "Variants through generated hook headers (cubridge.lower), B4 H32 S4096 "
                   "D128 bf16, TFLOP/s on allowed pairs:", "",
-                  "| variant | ms | TFLOP/s | density | rel err (S1024) | spill bytes |",
-                  "|---|---|---|---|---|---|"]
+                  "| variant | block_n | ms | TFLOP/s | density | rel err (S1024) | spill bytes |",
+                  "|---|---|---|---|---|---|---|"]
         for g in generated:
             if "error" in g:
-                lines.append(f"| {g['variant']} | error: {g['error'][:80]} | | | | |")
+                lines.append(f"| {g['variant']} | | error: {g['error'][:80]} | | | | |")
             else:
-                lines.append(f"| {g['variant']} | {g['ms']:.3f} | {g['tflops']:.0f} | "
+                lines.append(f"| {g['variant']} | {g['block_n']} | {g['ms']:.3f} | "
+                             f"{g['tflops']:.0f} | "
                              f"{g['density']:.3f} | {g['rel_err']:.1e} | {g['spill_bytes']} |")
     (out_dir / "PERF.md").write_text("\n".join(lines) + "\n")
 
