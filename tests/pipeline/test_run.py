@@ -35,8 +35,9 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     again: list[str] = []
     second = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=again.append))
     assert second.stopped == result.stopped
-    assert all(line.split("] ")[1].startswith("cached") for line in again if line.startswith("["))
-    assert len([x for x in again if "cached" in x]) == 5
+    stage_lines = [x for x in again if x.startswith("[") and not x.startswith("[path]")]
+    assert len(stage_lines) == 5
+    assert all(x.split("] ")[1].startswith("cached") for x in stage_lines), stage_lines
 
 
 def test_run_reports_a_bad_spec_with_its_location(tmp_path):
