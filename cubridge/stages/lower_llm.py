@@ -210,7 +210,10 @@ class LowerResult:
 
 def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
           settings: StageSettings | None = None, *, kernel: str = "fa_sm80",
-          arch: str = "sm_90a", correspondence: dict[str, Any] | None = None) -> LowerResult:
+          arch: str = "sm_90a", correspondence: dict[str, Any] | None = None,
+          description: dict[str, Any] | None = None) -> LowerResult:
+    """Run the stage (or reuse it). `description`: describe_target's result when
+    the caller has it already (it costs a sandbox run)."""
     from cubridge.build.nvcc import nvcc_available
     from cubridge.spec import load
 
@@ -220,7 +223,8 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
                           "it; install the CUDA toolkit or set CUDA_HOME")
     lib = library_kernel(kernel)
     spec = load(spec_path)
-    description = describe_target(Path(target_ir), lib, settings)
+    if description is None:
+        description = describe_target(Path(target_ir), lib, settings)
     builds = builds_for(spec, description["config"])
     messages = lower_messages(Path(target_ir), lib, Path(spec_path), arch, description, builds,
                               correspondence)
