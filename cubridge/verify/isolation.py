@@ -20,6 +20,16 @@ from cubridge.verify.candidate import CallOutcome, ImplRef, resolve_impl, run_ca
 STARTUP_TIMEOUT_S = 120.0  # importing torch in a fresh process
 
 
+# Messages go as plain pickles: Connection.send would share tensors through
+# file descriptors handed over a socket, which the worker has switched off.
+def _send(conn: Connection, obj: object) -> None:
+    conn.send_bytes(pickle.dumps(obj))
+
+
+def _recv(conn: Connection) -> object:
+    return pickle.loads(conn.recv_bytes())
+
+
 def _no_network(*args: object, **kwargs: object) -> None:
     raise PermissionError("network access is disabled while verifying a candidate")
 
@@ -38,18 +48,18 @@ def _worker(conn: Connection, impl_ref: ImplRef, spec_path: str | None) -> None:
     try:
         impl = resolve_impl(impl_ref, load_spec)
     except Exception as exc:
-        conn.send(("failed", f"could not load the impl: {type(exc).__name__}: {exc}"))
+        _send(conn, ("failed", f"could not load the impl: {type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", None))
+    _send(conn, ("ready", None))
     while True:
         try:
-            message = conn.recv()
+            message = _recv(conn)
         except EOFError:
             return
         if message is None:
             return
         inputs, scale, device = message
-        conn.send(("done", run_candidate(impl, inputs, scale, device)))
+        _send(conn, ("done", run_candidate(impl, inputs, scale, device)))
 
 
 class IsolatedRunner:
@@ -81,7 +91,7 @@ class IsolatedRunner:
             self.close()
             return "the worker process did not start in time"
         try:
-            tag, payload = parent.recv()
+            tag, payload = _recv(parent)
         except EOFError:
             return self._died("while starting")
         if tag != "ready":
@@ -104,7 +114,7 @@ class IsolatedRunner:
                 return CallOutcome("crash", message=problem)
         assert self.conn is not None
         try:
-            self.conn.send((inputs, scale, device))
+            _send(self.conn, (inputs, scale, device))
         except (BrokenPipeError, OSError):
             return CallOutcome("crash", message=self._died("before the call"))
         if not self.conn.poll(self.timeout_s):
@@ -112,7 +122,7 @@ class IsolatedRunner:
             return CallOutcome("timeout", message=f"no result after {self.timeout_s:g} s; "
                                                   "the worker was killed")
         try:
-            _, outcome = self.conn.recv()
+            _, outcome = _recv(self.conn)
         except EOFError:
             return CallOutcome("crash", message=self._died("during the call"))
         # A CUDA error leaves the context unusable: start afresh after any error there.
@@ -122,7 +132,7 @@ class IsolatedRunner:
     def close(self) -> None:
         if self.conn is not None:
             try:
-                self.conn.send(None)
+                _send(self.conn, None)
             except (BrokenPipeError, OSError):
                 pass
             self.conn.close()

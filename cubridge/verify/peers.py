@@ -2,7 +2,7 @@
 use instead of cubridge (BENCHMARK.md). Each factory takes a Spec and returns
 an impl(q, k, v, scale=None, **aux); `cubridge bench` may reuse them.
 
-- eager_impl: the spec's own reference, run in the input dtype.
+- eager_impl: the spec's own reference, computed in fp32 (out cast back).
 - sdpa_impl: torch SDPA with a dense boolean mask, plus a dense additive bias
   when score_mod only adds a score-independent bias (ALiBi, tables). Returns
   out only (SDPA gives no LSE).
@@ -69,9 +69,16 @@ def _rebuild(kind: str, path: str, options: dict) -> PeerImpl:
     return PeerImpl(kind, load(path), **options)
 
 
-def _build_eager(spec: Spec) -> Callable[..., object]:
+def _build_eager(spec: Spec, compute_dtype: torch.dtype = torch.float32
+                 ) -> Callable[..., object]:
+    # The reference run in bf16 end to end (scores, softmax) misses bf16
+    # tolerances by design; fp32 is how a user would run it for accuracy.
     def eager(q, k, v, scale=None, **aux):
-        return spec.reference(q, k, v, **aux)
+        up = lambda t: t.to(compute_dtype) if t.is_floating_point() else t
+        result = spec.reference(up(q), up(k), up(v), **{n: up(t) for n, t in aux.items()})
+        if isinstance(result, tuple):
+            return result[0].to(q.dtype), result[1].float()
+        return result.to(q.dtype)
     return eager
 
 
@@ -136,8 +143,8 @@ _BUILDERS: dict[str, Callable[..., Callable[..., object]]] = {
 
 
 @impl_factory
-def eager_impl(spec: Spec) -> PeerImpl:
-    return PeerImpl("eager", spec)
+def eager_impl(spec: Spec, compute_dtype: torch.dtype = torch.float32) -> PeerImpl:
+    return PeerImpl("eager", spec, compute_dtype=compute_dtype)
 
 
 @impl_factory
