@@ -75,31 +75,34 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
         assert "not run or verified" in result.record.summary
 
 
-def test_cosine_lowering_replayed_from_recorded_fixture_compiles(tmp_path, target):
-    """The expert's lowering of fa_sm80.cu to cosine attention (recorded
-    fixture): applies to the current source, compiles for sm_90a without
-    spills. Verified by compiling only here; GPU verification needs an H100."""
+@pytest.mark.parametrize(("variant", "build", "marker"), [
+    ("cosine", "D128_Dv128", "cosine_scale(s, inv_q_lane, inv_k_lo, inv_k_hi, p, h, lane);"),
+    ("mla", "D192_Dv128", "constexpr int kHeadDimV = CUBRIDGE_HEAD_DIM_V;"),
+])
+def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker, tmp_path):
+    """The expert's lowering of fa_sm80.cu (recorded fixture) to cosine attention
+    and to MLA (192/128): applies to the current source and compiles for sm_90a
+    without spills. Verified by compiling only here; GPU verification needs an H100."""
     if not nvcc_available():
         pytest.skip("nvcc not found (set CUDA_HOME or install the CUDA toolkit)")
-
-    lib, spec_path = library_kernel("fa_sm80"), SPECS / "cosine.py"
+    target = tmp_path / "target_cuir.py"
+    target.write_text(code_block(fixture_reply(f"transfer_{variant}.md"), "python"))
+    lib, spec_path = library_kernel("fa_sm80"), SPECS / f"{variant}.py"
     description = describe_target(target, lib, FAST)
     builds = builds_for(load(spec_path), description["config"])
     messages = lower_messages(target, lib, spec_path, "sm_90a", description, builds, None)
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
     record_fixture(fixtures, "lower", Request.of(messages, temperature=None, max_tokens=8192,
                                                  stop=None, sample=0),
-                   fixture_reply("lower_cosine.md"), label=FIXTURE_LABEL)
+                   fixture_reply(f"lower_{variant}.md"), label=FIXTURE_LABEL)
     config = load_config({"provider": "replay", "replay_dir": str(fixtures)},
                          {"XDG_CONFIG_HOME": str(tmp_path / "no-config")})
     client = LLMClient.from_config(config, run, "lower", log=lambda _: None)
     result = lower(target, client, RunDir(run, log=lambda _: None), spec_path, FAST,
                    arch="sm_90a", description=description)
-    cuda = result.source.read_text()
-    assert "cosine_scale(s, inv_q_lane, inv_k_lo, inv_k_hi, p, h, lane);" in cuda
-    assert "const float to_log2 = kLog2e;" in cuda
+    assert marker in result.source.read_text()
     meta = json.loads((run / "lower.json").read_text())
-    res = meta["resources"]["D128_Dv128"]
+    res = meta["resources"][build]
     assert res["spill_store_bytes"] == 0 and res["spill_load_bytes"] == 0
     (exchange,) = read_exchanges(run)
     assert FIXTURE_LABEL in exchange.label and exchange.verification["ok"]
