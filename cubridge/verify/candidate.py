@@ -92,14 +92,14 @@ def buffer_parameters(impl: Callable[..., object]) -> set[str]:
     return {n for n in ("out", "lse") if n in params}
 
 
-def poison_cuda_allocator(device: torch.device, nbytes: int) -> None:
-    """Fill about `nbytes` of the caching allocator's free memory with NaN, so
-    that an output the candidate allocates but never writes reads as NaN."""
-    if nbytes <= 0:
-        return
-    block = torch.empty(nbytes // 4 + 1, dtype=torch.float32, device=device)
-    block.fill_(float("nan"))
-    del block
+def poison_cuda_allocator(device: torch.device, sizes: list[int]) -> None:
+    """Hand the caching allocator NaN-filled free blocks of these byte sizes
+    (the outputs' sizes: the allocator reuses a cached block of the same size
+    class first), so that an output the candidate allocates but never writes
+    reads as NaN."""
+    blocks = [torch.full((max(n, 4) // 4 + 1,), float("nan"), device=device) for n in sizes]
+    torch.cuda.synchronize(device)
+    del blocks
 
 
 def _unpack(result: object, buffers: dict[str, torch.Tensor]
@@ -136,8 +136,9 @@ def run_candidate(
         if "lse" in wanted:
             buffers["lse"] = torch.full((s.b, s.hq, s.sq), float("nan"), device=dev)
         if dev.type == "cuda":
-            out_bytes = s.b * s.hq * s.sq * (s.head_dim_v * inputs.q.element_size() + 4)
-            poison_cuda_allocator(dev, 2 * out_bytes)
+            out_bytes = s.b * s.hq * s.sq * s.head_dim_v * inputs.q.element_size()
+            lse_bytes = s.b * s.hq * s.sq * 4
+            poison_cuda_allocator(dev, [out_bytes, lse_bytes, out_bytes + lse_bytes])
         q, k, v = given["q"], given["k"], given["v"]
         aux = {n: t for n, t in given.items() if n not in ("q", "k", "v")}
         result = impl(q, k, v, scale=scale, **aux, **buffers)

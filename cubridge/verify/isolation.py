@@ -78,6 +78,7 @@ class IsolatedRunner:
         self.process: mp.process.BaseProcess | None = None
         self.conn: Connection | None = None
         self.restart_after_error = False
+        self.load_failure: str | None = None  # the impl does not load: no use retrying
 
     def _start(self) -> str | None:
         ctx = mp.get_context("spawn")
@@ -96,7 +97,8 @@ class IsolatedRunner:
             return self._died("while starting")
         if tag != "ready":
             self.close()
-            return str(payload)
+            self.load_failure = str(payload)
+            return self.load_failure
         return None
 
     def _died(self, when: str) -> str:
@@ -107,11 +109,14 @@ class IsolatedRunner:
         return f"the worker process died {when} (exit code {code})"
 
     def call(self, inputs: Inputs, scale: float, device: str) -> CallOutcome:
+        if self.load_failure is not None:
+            return CallOutcome("error", message=self.load_failure)
         if self.process is None or not self.process.is_alive() or self.restart_after_error:
             self.close()
             self.restart_after_error = False
             if (problem := self._start()) is not None:
-                return CallOutcome("crash", message=problem)
+                status = "error" if self.load_failure is not None else "crash"
+                return CallOutcome(status, message=problem)
         assert self.conn is not None
         try:
             _send(self.conn, (inputs, scale, device))

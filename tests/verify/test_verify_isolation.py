@@ -57,6 +57,15 @@ def test_isolated_string_impl_and_factory_resolve_in_the_worker():
     assert peer.passed and peer.impl == "cubridge.verify.peers:sdpa_impl", peer.table()
 
 
+def test_isolated_impl_that_does_not_load_fails_every_case_once():
+    spec = load(SPEC_DIR / "causal.py")
+    report = verify(spec, "verify_candidates:no_such_function", shapes=[Shape(1, 2, 1, 9, 9, 16)],
+                    dtypes=["bf16"], isolate=True, seed=0)
+    assert [c.verdict for c in report.cases] == ["error"] * 3
+    assert all("could not load the impl" in c.reason and "no_such_function" in c.reason
+               for c in report.cases)
+
+
 def test_unpicklable_impl_is_refused_clearly():
     spec = load(SPEC_DIR / "causal.py")
     with pytest.raises(ValueError, match="cannot be pickled"):

@@ -112,3 +112,13 @@ def network_impl(q, k, v, scale=None):
 
 def eager_causal(q, k, v, scale=None):
     return TiledAttention()(q, k, v, scale)
+
+
+def cuda_fault_on_short_rows(q, k, v, scale=None):
+    """A device-side assert (a sticky CUDA error) when Sq < 8, else correct."""
+    if q.shape[2] < 8:
+        index = torch.tensor([10**9], device=q.device)
+        torch.zeros(4, device=q.device)[index] = 1.0  # out of bounds on the device
+        torch.cuda.synchronize()
+    out, lse = TiledAttention()(q.cpu(), k.cpu(), v.cpu(), scale)
+    return out.to(q.device), lse.to(q.device)
