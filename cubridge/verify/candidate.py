@@ -97,7 +97,7 @@ def poison_cuda_allocator(device: torch.device, sizes: list[int]) -> None:
     (the outputs' sizes: the allocator reuses a cached block of the same size
     class first), so that an output the candidate allocates but never writes
     reads as NaN."""
-    blocks = [torch.full((max(n, 4) // 4 + 1,), float("nan"), device=device) for n in sizes]
+    blocks = [torch.full((max(1, -(-n // 4)),), float("nan"), device=device) for n in sizes]
     torch.cuda.synchronize(device)
     del blocks
 
