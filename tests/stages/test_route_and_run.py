@@ -53,3 +53,38 @@ def test_cubridge_run_takes_the_llm_path_for_cosine(tmp_path, monkeypatch):
     report = (out / "report.md").read_text()
     assert "LLM transfer fa_sm80 -> FaSm80Cosine" in report and "Stopped: nvcc not found" in report
     assert (out / "target_cuir.py").is_file() and (out / "spec.py").is_file()
+
+
+def test_a_person_completes_the_llm_path_with_the_manual_provider(tmp_path, monkeypatch):
+    """`cubridge run` on cosine with the manual provider: the prompt appears as a
+    file, a person writes the reply file, the run verifies it and goes on."""
+    import threading
+    import time
+
+    manual, out = tmp_path / "manual", tmp_path / "run"
+    monkeypatch.setenv("CUBRIDGE_LLM_PROVIDER", "manual")
+    monkeypatch.setenv("CUBRIDGE_LLM_MANUAL_DIR", str(manual))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
+    monkeypatch.setattr("cubridge.build.nvcc.nvcc_available", lambda: False)
+    monkeypatch.setattr("cubridge.stages.llm_run.StageSettings",
+                        lambda: StageSettings(ir_sizes=((1, 65, 129),), seed=4))
+
+    def person() -> None:  # waits for the prompt, answers it as the expert
+        for _ in range(600):
+            prompts = list(manual.glob("*.prompt.md")) if manual.is_dir() else []
+            if prompts:
+                assert "Semantic alignment" in prompts[0].read_text()
+                reply = prompts[0].with_name(prompts[0].name.replace(".prompt.md", ".reply.md"))
+                reply.write_text(fixture_reply("transfer_cosine.md"))
+                return
+            time.sleep(0.1)
+
+    helper = threading.Thread(target=person, daemon=True)
+    helper.start()
+    result = run(SPECS / "cosine.py", RunOptions(out=out, log=lambda _: None, bench=False))
+    helper.join(timeout=5)
+    assert "stopped after the verified target CuIR" in result.stopped
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "PASS: cuir_FaSm80Cosine" in manifest["stages"]["transfer"]["summary"]
+    exchange = next((out / "llm" / "transfer").glob("0001-*.json"))
+    assert "written by hand" in exchange.read_text()
