@@ -55,6 +55,7 @@ class Lowered:
     resources: dict[str, Any] = field(default_factory=dict)  # per build
     cubins: list[str] = field(default_factory=list)
     verification: str = ""  # what was checked: compile-only or the GPU verifier's summary
+    compiled: list[Any] = field(default_factory=list, repr=False)  # (Build, CompiledKernel)
 
 
 def builds_for(spec: Any, target_config: dict[str, Any]) -> list[Build]:
@@ -157,6 +158,7 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Build
         lowered.resources[name] = res.to_json()
         lowered.cubins.append(str(ck.cubin_path))
         compiled.append((build, ck))
+    lowered.compiled = compiled
     if gpu_check is not None:
         lowered.verification = gpu_check(lib.entry, compiled)
     else:
@@ -202,6 +204,38 @@ def gpu_verifier(spec: Any, settings: StageSettings) -> Callable[[str, list[Any]
     return check
 
 
+def gpu_time(spec: Any, entry: str, seq_len: int = 4096) -> Callable[[Lowered], float]:
+    """Milliseconds of a verified candidate's first build on the spec's first
+    matching head config at Sq = Sk = seq_len (best-of-k keeps the fastest)."""
+    from cubridge.bench.timing import TimingSettings, gpu_timer
+
+    timer, _ = gpu_timer(TimingSettings())
+
+    def time_ms(lowered: Lowered) -> float:
+        import functools
+
+        from cubridge.attention import Shape
+        from cubridge.build.attention_op import AttentionKernel
+
+        build, ck = lowered.compiled[0]
+        cfg = next(c for c in spec.configs
+                   if (c.d, c.head_dim_v) == (build.head_dim, build.head_dim_v))
+        kernel = AttentionKernel(ck, entry, build.head_dim, build.dtype)
+        dev, dt = torch.device("cuda"), build.dtype
+        q = torch.randn(1, cfg.hq, seq_len, cfg.d, device=dev, dtype=dt)
+        k = torch.randn(1, cfg.hk, seq_len, cfg.d, device=dev, dtype=dt)
+        v = torch.randn(1, cfg.hk, seq_len, cfg.head_dim_v, device=dev, dtype=dt)
+        shape = Shape.from_config(cfg, b=1, sq=seq_len)
+        aux = list(spec.make_aux(shape, torch.Generator().manual_seed(0), dev).values()) \
+            if spec.make_aux else []
+        out = torch.empty(1, cfg.hq, seq_len, cfg.head_dim_v, device=dev, dtype=dt)
+        lse = torch.empty(1, cfg.hq, seq_len, device=dev, dtype=torch.float32)
+        scale = 1.0 / math.sqrt(cfg.d)
+        return float(timer(functools.partial(kernel.run, q, k, v, scale, aux, out, lse)))
+
+    return time_ms
+
+
 @dataclass
 class LowerResult:
     source: Path
@@ -238,7 +272,8 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
         selection = best_of_k(
             client, messages, lambda r: check_lowering(r, lib, arch, builds, gpu), settings,
             describe=lambda v: {"edits": v.edits, "resources": v.resources,
-                                "verification": v.verification})
+                                "verification": v.verification},
+            timer=gpu_time(spec, lib.entry) if gpu is not None else None)
         lowered: Lowered = selection.best.value
         run_dir.write(out_name, lowered.source)
         run_dir.write("lower.json", json.dumps(
