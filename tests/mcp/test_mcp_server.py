@@ -133,3 +133,31 @@ def test_gpu_tools_say_when_there_is_no_gpu(tool):
         pytest.skip("this machine has a GPU")
     with pytest.raises(Exception, match="no CUDA GPU visible"):
         TOOLS[tool].run(source="x.cu", spec=str(SPECS / "causal.py"))
+
+
+@pytest.mark.nvcc
+def test_compile_tool_reports_resources_and_diagnostics(tmp_path):
+    from cubridge.build.nvcc import nvcc_available
+    from cubridge.llm import apply_edits, parse_edits
+
+    if not nvcc_available():
+        pytest.skip("nvcc not found (set CUDA_HOME or install the CUDA toolkit)")
+    lib_cu = ROOT / "cubridge" / "kernels" / "fa_sm80" / "fa_sm80.cu"
+    mla = tmp_path / "mla.cu"
+    mla.write_text(apply_edits(lib_cu.read_text(),
+                               parse_edits((FIXTURES / "lower_mla.md").read_text())))
+    for header in ("hook_types.cuh", "sm80_primitives.cuh"):
+        assert (ROOT / "cubridge" / "kernels" / "common" / header).is_file()
+    text = TOOLS["compile"].run(source=str(mla), spec=str(SPECS / "mla.py"),
+                                config={"causal": True})
+    report = json.loads(text)
+    assert report["defines"]["CUBRIDGE_HEAD_DIM"] == 192
+    assert report["resources"][0]["spill_store_bytes"] == 0
+    broken = tmp_path / "broken.cu"
+    broken.write_text(lib_cu.read_text().replace("const int lane = threadIdx.x % 32;",
+                                                 "const int lane = threadIdx.x % ;"))
+    server = Server(TOOLS)
+    reply = server.handle(json.loads(_call(1, "compile", source=str(broken))))
+    assert reply["result"]["isError"]
+    assert "nvcc failed" in reply["result"]["content"][0]["text"]
+    assert "broken.cu" in reply["result"]["content"][0]["text"]
