@@ -97,11 +97,15 @@ def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0) -> float:
 
 
 def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
-    """Everything short of verifying a kernel: the reference on the verifier's
-    shapes (float64) and on a small shape in each spec dtype; aux made
-    deterministically with the declared shapes; mods against the reference."""
+    """Everything short of verifying a kernel: the reference on small shapes
+    and the verifier's largest ones (float64) and on a small shape in each
+    spec dtype; aux made deterministically with the declared shapes; mods
+    against the reference."""
     summary = CheckSummary(spec)
-    shapes = verification_shapes(spec.configs)
+    # The small check shapes, and the verifier's shapes that stress a reference
+    # most: queries far past the keys (empty rows) and the long shape.
+    sweep = verification_shapes(spec.configs)
+    shapes = check_shapes(spec.configs) + [s for s in sweep if s.sq > 1000]
     summary.shapes = shapes
     for i, shape in enumerate(shapes):
         inputs = make_inputs(spec, shape, torch.float64, "normal",

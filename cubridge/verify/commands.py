@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="device for the impl (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", action="append", dest="dtypes",
                    help="dtype to test (repeatable; default: the spec's DTYPES)")
+    p.add_argument("--shape", action="append", dest="shapes", type=_shape,
+                   metavar="B,HQ,HK,SQ,SK,D[,DV]",
+                   help="problem size to test (repeatable; default: the verifier's sweep)")
     p.add_argument("--trials", type=int, default=1, help="fresh inputs per case (default 1)")
     p.add_argument("--seed", type=int, default=None, help="base seed (default: random)")
     p.add_argument("--isolate", action="store_true",
@@ -32,6 +35,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-lse", action="store_true", help="accept an impl that returns out only")
     p.add_argument("--json", type=Path, help="also write the report as JSON here")
     p.set_defaults(func=_verify)
+
+
+def _shape(text: str):
+    from cubridge.attention import Shape
+
+    try:
+        dims = [int(x) for x in text.split(",")]
+        return Shape(*dims)
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected B,HQ,HK,SQ,SK,D[,DV] positive ints ({exc})") from exc
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -58,7 +72,8 @@ def _verify(args: argparse.Namespace) -> int:
                   "cubridge.verify.impl_factory instead", file=sys.stderr)
             return 2
     try:
-        report = verify(spec, impl, device=args.device, dtypes=args.dtypes, trials=args.trials,
+        report = verify(spec, impl, device=args.device, dtypes=args.dtypes, shapes=args.shapes,
+                        trials=args.trials,
                         seed=args.seed, isolate=args.isolate, timeout_s=args.timeout,
                         require_lse=not args.no_lse)
     except ValueError as exc:

@@ -29,12 +29,15 @@ def test_spec_check_reports_a_bad_spec_with_its_location(tmp_path, capsys):
 def test_verify_a_file_impl_passes_and_writes_json(tmp_path, capsys):
     out_json = tmp_path / "report.json"
     code = main(["verify", str(SPEC_DIR / "causal.py"), "--impl", f"{CANDIDATES}:eager_causal",
-                 "--dtype", "bf16", "--seed", "5", "--json", str(out_json)])
+                 "--dtype", "bf16", "--seed", "5", "--json", str(out_json),
+                 "--shape", "1,4,2,65,129,32", "--shape", "2,2,2,100,3,16"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.startswith("PASS: ") and "(seed 5)" in out
     report = json.loads(out_json.read_text())
-    assert report["passed"] and len(report["cases"]) == 13 * 3  # default sweep, 3 distributions
+    assert report["passed"] and len(report["cases"]) == 2 * 3  # 2 shapes, 3 distributions
+    assert report["cases"][1]["shape"] == {"b": 1, "hq": 4, "hk": 2, "sq": 65, "sk": 129,
+                                           "d": 32, "dv": None}
 
 
 def test_verify_factory_peer_and_failures_exit_nonzero(capsys):
@@ -42,7 +45,14 @@ def test_verify_factory_peer_and_failures_exit_nonzero(capsys):
                  "cubridge.verify.peers:sdpa_impl"])
     assert code == 2 and "SDPA computes softmax attention" in capsys.readouterr().err
     code = main(["verify", str(SPEC_DIR / "causal.py"), "--impl", f"{CANDIDATES}:zeros_impl",
-                 "--dtype", "bf16", "--no-lse"])
+                 "--dtype", "bf16", "--no-lse", "--shape", "1,2,1,65,65,32"])
     assert code == 1 and capsys.readouterr().out.startswith("FAIL: ")
     code = main(["verify", str(SPEC_DIR / "causal.py"), "--impl", "no_such_module_xyz:f"])
     assert code == 2 and "No module named" in capsys.readouterr().err
+
+
+def test_verify_rejects_a_bad_shape(capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        main(["verify", str(SPEC_DIR / "causal.py"), "--impl", "m:f", "--shape", "1,3,2,8,8,16"])
+    assert "not a multiple of hk" in capsys.readouterr().err
