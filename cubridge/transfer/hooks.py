@@ -15,6 +15,7 @@ Block classification:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -54,8 +55,13 @@ class HookPlan:
         return self.normalizer != "softmax"
 
     def mask_aux(self, aux: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The aux tensors the mask mod takes, from a full aux dict."""
-        names = {a.name for a in self.mask.aux} if self.mask else set()
+        """The aux tensors the mask mod takes (its keyword-only parameters)."""
+        if self.mask_fn is None:
+            return {}
+        params = inspect.signature(self.mask_fn).parameters.values()
+        if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
+            return dict(aux)
+        names = {p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY}
         return {n: t for n, t in aux.items() if n in names}
 
     def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor]) -> BlockTable:

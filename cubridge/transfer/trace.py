@@ -151,6 +151,16 @@ class Sym:
     def __float__(self) -> float:
         raise TraceError("float() of a traced value (math.* functions); use the torch.* op")
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The torch dtype a FlexAttention mod would see (indices are int64)."""
+        return {DType.BOOL: torch.bool, DType.INT: torch.int64,
+                DType.FLOAT: torch.float32}[self.node.dtype]
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
     def __getattr__(self, name: str) -> Callable[..., Sym]:
         if name.startswith("__"):
             raise AttributeError(name)

@@ -121,3 +121,20 @@ def test_cache_hit_on_the_same_tensors_needs_no_comparison(monkeypatch):
     monkeypatch.setattr(torch, "equal", no_compare)
     assert cache.get(document_causal, SHAPE, 128, 64, aux, depends_on_h=False) is t1
     assert cache.builds == 1
+
+
+def test_plan_passes_the_mask_every_aux_it_takes():
+    """A mask parameter that tracing finds unused still reaches the grid evaluation."""
+    from cubridge.transfer.hooks import HookPlan
+
+    def mask(b, h, q, k, *, doc_id, unused):
+        return (q >= k) & (doc_id[b, q] == doc_id[b, k])
+
+    spec = VARIANTS["document_causal"]
+    aux = {**_aux(), "unused": torch.zeros(1)}
+    plan = plan_hooks(spec.__class__(**{**spec.__dict__, "mask_mod": mask}), aux)
+    assert isinstance(plan, HookPlan) and plan.classification == "table"
+    assert set(plan.mask_aux(aux)) == {"doc_id", "unused"}
+    table = plan.block_table(SHAPE, aux)
+    kinds, _ = _brute(_dense(mask, plan.mask_aux(aux), SHAPE.b, 1), 128, 64)
+    np.testing.assert_array_equal(table.kinds.numpy(), kinds)

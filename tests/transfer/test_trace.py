@@ -206,3 +206,11 @@ def test_simplify_folds_constants_and_identities():
     assert simplify(expr.apply("mod", expr.const(-7), expr.const(3))) == expr.const(2)
     # division by zero is left for run time
     assert simplify(expr.apply("floordiv", expr.const(1), expr.const(0))).op == "floordiv"
+
+
+def test_dtype_and_device_attributes_for_constants():
+    def score(s, b, h, q, k):
+        return torch.where(q >= k, s, torch.tensor(-1.0, dtype=s.dtype, device=s.device))
+
+    t = trace_score_mod(score, {}).node
+    assert t.op == "where" and t.args[2] == expr.const(-1.0)
