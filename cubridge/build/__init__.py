@@ -2,8 +2,25 @@
 and launching through the CUDA driver API, and the torch op that runs library
 attention kernels.
 
-    compiled = compile_cuda(Path("kernel.cu"), arch="sm_90a", hooks_header=text)
-    compiled.resources_of("fa_sm80_fwd").spills   # False
+Compile any source (lowering's entry point):
+
+    compiled = compile_cuda(Path("kernel.cu") or source_text, arch="sm_90a",
+                            hooks_header=generated_text, defines={"CUBRIDGE_HEAD_DIM": 128})
+    compiled.resources_of("fa_sm80_fwd")   # registers, smem, stack, spills (KernelResources)
+    compiled.cubin_path, compiled.log, compiled.key
+
+The cache ($CUBRIDGE_CACHE_DIR, else ~/.cache/cubridge) is keyed by the source,
+the hooks header, every header under kernels/common and the source's directory,
+arch, defines, flags, the nvcc version and (with use_cutlass) the nvidia-cutlass
+version; each entry keeps kernel.cubin, resources.json, build.log, recipe.json
+(the exact nvcc command) and the sources. Errors: CompileError (each diagnostic
+as file:line, generated headers named as such), NvccNotFoundError,
+UnsupportedArchError, NoGpuError, LaunchError.
+
+Run a library attention kernel: cubridge.kernels.fa_sm80.attention(...), or
+build.attention_op.AttentionKernel + register(kernel) -> key, then
+torch.ops.cubridge.attention_fwd(q, k, v, aux, scale, key) (has a fake impl,
+so it traces under torch.compile).
 """
 
 from cubridge.build.arch import arch_for_capability, check_supported, gencode_flag, parse_arch
