@@ -1,0 +1,48 @@
+"""On the GPU: the library kernel with each generated hook header computes its
+spec (through the verifier), block tables included. Run with `pytest -m gpu`."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+import torch
+
+from cubridge.attention import Shape
+from cubridge.lower.hook_header import generate_header
+from cubridge.spec import load
+from cubridge.transfer.hooks import plan_hooks
+
+pytestmark = pytest.mark.gpu
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
+OUTSIDE = {"cosine", "mla"}  # outside the hook family (tests/transfer/test_target.py)
+SPECS = {s.name: s for s in map(load, sorted(glob.glob(str(EXAMPLES / "*.py"))))
+         if s.name not in OUTSIDE}
+# tails, Sq != Sk both ways, GQA 8, and long enough for 1024-token windows
+SHAPES = [Shape(2, 16, 2, 200, 127, 128), Shape(1, 4, 4, 65, 300, 128),
+          Shape(1, 8, 1, 2100, 2300, 128), Shape(2, 4, 4, 1100, 1100, 64)]
+
+
+def _impl(spec):
+    from cubridge.kernels import fa_sm80
+
+    header = generate_header(plan_hooks(spec))
+
+    def attention(q, k, v, scale=None, **aux):
+        shape = Shape(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3])
+        return fa_sm80.attention(q, k, v, scale=scale, hooks_header=header.text,
+                                 aux=header.pack_aux(aux, shape))
+
+    return attention
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_generated_hooks_compute_the_spec_on_the_gpu(name):
+    from cubridge.verify import verify
+
+    spec = SPECS[name]
+    report = verify(spec, _impl(spec), device="cuda", dtypes=[torch.bfloat16], shapes=SHAPES,
+                    seed=0, require_lse=spec.returns_lse)
+    assert report.passed, report.table()
