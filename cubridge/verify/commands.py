@@ -76,6 +76,9 @@ def _verify(args: argparse.Namespace) -> int:
                         trials=args.trials,
                         seed=args.seed, isolate=args.isolate, timeout_s=args.timeout,
                         require_lse=not args.no_lse)
+    except SpecError as exc:
+        print(f"spec error: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
