@@ -305,6 +305,18 @@ def _like(value: object) -> Callable[..., Sym]:
     return handler
 
 
+def _new(value: object) -> Callable[..., Sym]:
+    """x.new_ones / new_zeros / new_full: a constant (it broadcasts like a 0-d tensor)."""
+
+    def handler(x: object, size: object = (), fill: object = None, *, dtype: object = None,
+                **kw: object) -> Sym:
+        v = fill if value is None else value
+        target = _TORCH_TO_IR.get(dtype, _lift(x).dtype) if dtype is not None else _lift(x).dtype
+        return Sym(expr.const(expr.cast_value(v, target)))
+
+    return handler
+
+
 def _unary(op: str) -> Callable[..., Sym]:
     return lambda x, *a, **kw: _op(op, x)
 
@@ -361,6 +373,7 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "float": lambda x: _to(x, torch.float32), "int": lambda x: _to(x, torch.int32),
     "long": lambda x: _to(x, torch.int64), "bool": lambda x: _to(x, torch.bool),
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
+    "new_zeros": _new(0), "new_ones": _new(1), "new_full": _new(None),
 }
 # names that exist as torch functions but not as the tensor method of the same meaning
 _FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where"}
