@@ -3,6 +3,7 @@ against a spec (DESIGN.md, verification policy)."""
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Callable, Sequence
 
@@ -65,16 +66,11 @@ def verify(
         fn = resolve_impl(impl, lambda: spec)
         call = lambda inputs, scale: run_candidate(fn, inputs, scale, device)
 
+    cases = itertools.product(shapes, dtypes, distributions, range(trials))
     try:
-        index = 0
-        for shape in shapes:
-            for dtype in dtypes:
-                for dist in distributions:
-                    for trial in range(trials):
-                        report.cases.append(
-                            _run_case(spec, call, shape, dtype, dist, trial, seed + index,
-                                      require_lse, device))
-                        index += 1
+        for index, (shape, dtype, dist, trial) in enumerate(cases):
+            report.cases.append(_run_case(spec, call, shape, dtype, dist, trial, seed + index,
+                                          require_lse, device))
     finally:
         if runner is not None:
             runner.close()
