@@ -57,11 +57,10 @@ def _kinds_of(allowed: torch.Tensor, block_m: int, block_n: int) -> torch.Tensor
     tiles = (bt, ht, nq, block_m, nk, block_n)
     some = any_allowed.reshape(tiles).any(dim=5).any(dim=3)
     every = all_allowed.reshape(tiles).all(dim=5).all(dim=3)
-    kinds = torch.full(some.shape, int(BlockKind.PARTIAL), dtype=torch.uint8,
-                       device=allowed.device)
-    kinds[~some] = int(BlockKind.EMPTY)
-    kinds[every] = int(BlockKind.FULL)
-    return kinds
+    # torch.where, not masked assignment: no device sync on a GPU
+    kinds = torch.where(every, int(BlockKind.FULL),
+                        torch.where(some, int(BlockKind.PARTIAL), int(BlockKind.EMPTY)))
+    return kinds.to(torch.uint8)
 
 
 def _ranges_of(kinds: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ Block classification:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,15 +55,20 @@ class HookPlan:
     def elementwise(self) -> bool:
         return self.normalizer != "softmax"
 
-    def mask_aux(self, aux: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The aux tensors the mask mod takes (its keyword-only parameters)."""
+    @functools.cached_property
+    def _mask_params(self) -> frozenset[str] | None:
+        """Keyword-only parameters of the mask mod (None: it takes **kwargs)."""
         if self.mask_fn is None:
-            return {}
+            return frozenset()
         params = inspect.signature(self.mask_fn).parameters.values()
         if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
-            return dict(aux)
-        names = {p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY}
-        return {n: t for n, t in aux.items() if n in names}
+            return None
+        return frozenset(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
+
+    def mask_aux(self, aux: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The aux tensors the mask mod takes (its keyword-only parameters)."""
+        names = self._mask_params
+        return dict(aux) if names is None else {n: t for n, t in aux.items() if n in names}
 
     def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor]) -> BlockTable:
         """The (cached) host-side tile table for one problem and its aux inputs."""
