@@ -111,8 +111,11 @@ def _check_signature(
         raise SpecError(f"{name} takes *args; write it as {want}", where)
     if len(pos) < len(positional) or (len(pos) > len(positional) and not extra_positional_ok):
         got = ", ".join(p.name for p in params)
-        raise SpecError(f"{name}({got}) takes {len(pos)} positional parameters; expected {want}",
-                        where)
+        hint = ("; aux parameters are keyword-only (after `*`), as FlexAttention calls mods "
+                "with exactly these positional arguments"
+                if var_kw_ok and not extra_positional_ok and len(pos) > len(positional) else "")
+        raise SpecError(f"{name}({got}) takes {len(pos)} positional parameters; expected "
+                        f"{want}{hint}", where)
     if not var_kw_ok and any(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params):
         raise SpecError(f"{name} takes keyword parameters; expected {want}", where)
     return fn  # type: ignore[return-value]

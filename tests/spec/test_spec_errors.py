@@ -102,6 +102,12 @@ CASES = [
         def mask_mod(b, h, q_idx):
             return q_idx >= 0
         '''), "mask_mod(b, h, q_idx) takes 3 positional parameters", "def mask_mod"),
+    ("mod_aux_not_keyword_only", GOOD_REFERENCE + dedent('''
+        def make_aux(shape, generator, device):
+            return {"prefix_len": torch.tensor(shape.sk // 4)}
+        def mask_mod(b, h, q_idx, kv_idx, prefix_len):
+            return q_idx >= kv_idx
+        '''), "aux parameters are keyword-only", "def mask_mod"),
     ("mask_mod_disagrees", GOOD_REFERENCE + dedent('''
         def mask_mod(b, h, q_idx, kv_idx):
             return q_idx > kv_idx
