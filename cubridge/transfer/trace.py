@@ -374,6 +374,7 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "long": lambda x: _to(x, torch.int64), "bool": lambda x: _to(x, torch.bool),
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
     "new_zeros": _new(0), "new_ones": _new(1), "new_full": _new(None),
+    "masked_fill": lambda x, mask, value: _where(mask, value, x),
 }
 # names that exist as torch functions but not as the tensor method of the same meaning
 _FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where"}

@@ -229,3 +229,8 @@ def test_flex_attention_mask_combinators_trace():
     t = trace_mask_mod(mask, {}).node
     want = trace_mask_mod(VARIANTS["global_sliding_window"].mask_mod, {}).node
     assert t == want  # the constant True/False seeds simplify away
+
+
+def test_masked_fill_is_a_where():
+    t = trace_score_mod(lambda s, b, h, q, k: s.masked_fill(q < k, -math.inf), {}).node
+    assert t.op == "where" and t.args[1] == expr.const(-math.inf) and t.args[2] == expr.var("score")
