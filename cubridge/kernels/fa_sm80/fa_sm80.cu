@@ -196,11 +196,46 @@ __device__ __forceinline__ void gemm_pv(float (&o)[kMTiles][kDTiles][4],
   }
 }
 
-// Turn raw Q K^T values into the normaliser's input: scale, score_mod, and (when
-// `masked`) the per-element mask_mod plus the key tail. Masked scores become
-// -inf for softmax; for elementwise normalisers this already yields act(s) or 0.
+// The allowed-pair mask of one masked key block for this thread's scores, as
+// bits: word mt, bit 16 * half + 2 * j + e for s[mt][j][2 * half + e]. It is
+// evaluated before S is live, so mask_mod (index arithmetic, aux reads) runs
+// while only O holds registers, and S then needs just these kMTiles words.
+// Covers mask_mod and the key tail (k >= Sk); rows past Sq are masked too.
+static_assert(kNTiles * 2 * 2 <= 32, "one 32-bit mask word per 16-row slab");
+
+__device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdParams& p, int b,
+                                           int h, int row0, int k0, int lane) {
+  const int g = lane >> 2;
+  const int t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = row0 + mt * 16 + g + 8 * half;
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = k0 + j * 8 + 2 * t + e;
+          bool allowed = k < p.seqlen_k;
+          if constexpr (hooks::kHasMaskMod) {
+            allowed = allowed && q < p.seqlen_q && hooks::mask_mod(b, h, q, k, p.aux);
+          }
+          word |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
+        }
+      }
+    }
+    bits[mt] = word;
+  }
+}
+
+// Turn raw Q K^T values into the normaliser's input: scale, score_mod, the
+// activation of elementwise normalisers, and (when `kMasked`) the precomputed
+// mask: masked scores become -inf for softmax, 0 for elementwise normalisers.
 template <bool kMasked>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4],
+                                                 const uint32_t (&bits)[kMTiles],
                                                  const FwdParams& p, int b, int h, int row0,
                                                  int k0, int lane) {
   const int g = lane >> 2;
@@ -223,18 +258,16 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
             x = hooks::score_mod(x * p.scale, b, h, q_hook, kMasked ? min(k, p.seqlen_k - 1) : k,
                                  p.aux);
           }
-          bool allowed = true;
-          if constexpr (kMasked) {
-            allowed = k < p.seqlen_k;
-            if constexpr (hooks::kHasMaskMod) {
-              allowed = allowed && q < p.seqlen_q && hooks::mask_mod(b, h, q, k, p.aux);
-            }
+          if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
+            x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
           }
-          if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
-            if (!allowed) x = -INFINITY;
-          } else {
-            const float logit = hooks::kHasScoreMod ? x : x * p.scale;
-            x = allowed ? hooks::activation(logit) : 0.f;
+          if constexpr (kMasked) {
+            const bool allowed = (bits[mt] >> (16 * half + 2 * j + e)) & 1u;
+            if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+              x = allowed ? x : -INFINITY;
+            } else {
+              x = allowed ? x : 0.f;
+            }
           }
         }
       }
@@ -345,10 +378,14 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
     return hooks::block_kind(opaque(b), opaque(h), opaque(q_start), opaque(q_end),
                              n * kBlockN, min((n + 1) * kBlockN, p.seqlen_k), p.aux);
   };
-  // The next key block at or after n that is not EMPTY (hi when none is left).
+  // The next key block at or after n that is not EMPTY (hi when none is left),
+  // packed with its kind as 2 * block + (PARTIAL ? 1 : 0): each block is
+  // classified once (a table-driven block_kind is a global load), and its kind
+  // travels with it through the pipeline in the same register.
   auto next_block = [&](int n) {
-    while (n < hi && kind_of(n) == BlockKind::Empty) ++n;
-    return n;
+    BlockKind kind = BlockKind::Empty;
+    while (n < hi && (kind = kind_of(n)) == BlockKind::Empty) ++n;
+    return 2 * n + (kind == BlockKind::Partial ? 1 : 0);
   };
   auto load_k = [&](int n, int slot) {
     if (n < hi) {
@@ -384,19 +421,23 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
   const LdsmLane row_major_lane = ldsm_lane((lane & 7) + (quarter & 1) * 8, quarter >> 1);
   const LdsmLane key_major_lane = ldsm_lane((lane & 7) + (quarter >> 1) * 8, quarter & 1);
 
-  int n = next_block(lo);
-  if (n < hi) {
+  int code = next_block(lo);  // the current block, packed as next_block returns it
+  if ((code >> 1) < hi) {
     // Prologue: commit groups [Q + K(n0)], [V(n0)], [K(n1)].
     load_tile_async<kBlockM>(q_tile, q_head, p.q_row_stride, q_start, p.seqlen_q);
-    load_k(n, 0);
-    load_v(n, 0);
-    int n_next = next_block(n + 1);
-    load_k(n_next, 1);
+    load_k(code >> 1, 0);
+    load_v(code >> 1, 0);
+    int code_next = next_block((code >> 1) + 1);
+    load_k(code_next >> 1, 1);
     int slot = 0;
-    while (n < hi) {
-      // Classify before S is live in registers (a generated block_kind may be costly).
-      const bool masked = (hooks::kHasMaskMod && kind_of(n) == BlockKind::Partial) ||
-                          (n + 1) * kBlockN > p.seqlen_k;
+    while ((code >> 1) < hi) {
+      const int n = code >> 1;
+      const int n_next = code_next >> 1;
+      // Build the mask before S is live in registers (a generated mask_mod may
+      // read aux tensors, and S leaves no registers spare).
+      const bool masked = (hooks::kHasMaskMod && (code & 1)) || (n + 1) * kBlockN > p.seqlen_k;
+      uint32_t bits[kMTiles];
+      if (masked) block_mask(bits, p, b, h, warp_row0, n * kBlockN, lane);
 
       cp_async_wait<2>();  // K(n) (and Q) landed; V(n), K(n_next) may be in flight
       __syncthreads();
@@ -411,9 +452,9 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
       gemm_qk(s, q_tile, k_slots + slot * kTileBytesKv, warp, row_major_lane, key_major_lane);
 
       if (masked) {
-        scores_to_logits<true>(s, p, b, h, warp_row0, n * kBlockN, lane);
+        scores_to_logits<true>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
       } else {
-        scores_to_logits<false>(s, p, b, h, warp_row0, n * kBlockN, lane);
+        scores_to_logits<false>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
       }
       if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
         online_softmax(s, o, row_max, row_sum, to_log2);
@@ -423,12 +464,12 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
 
       cp_async_wait<2>();  // V(n) landed; V(n_next), K(n_next) may be in flight
       __syncthreads();     // ... and every warp is done reading K(n)'s slot
-      const int n_after = n_next < hi ? next_block(n_next + 1) : hi;
-      load_k(n_after, slot);
+      const int code_after = n_next < hi ? next_block(n_next + 1) : 2 * hi;
+      load_k(code_after >> 1, slot);
       gemm_pv(o, prob, v_slots + slot * kTileBytesKv, row_major_lane);
 
-      n = n_next;
-      n_next = n_after;
+      code = code_next;
+      code_next = code_after;
       slot ^= 1;
     }
   }
