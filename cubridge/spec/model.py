@@ -28,7 +28,7 @@ class Tolerance:
     """Thresholds for one dtype against the float64 reference (docs/specs.md
     explains the defaults): `rel` bounds ||out - ref|| / ||ref||, `abs` bounds
     max |out - ref| as a fraction of max |ref|, and `lse` bounds
-    |lse - ref_lse| / max(1, |ref_lse|) on rows with an allowed key."""
+    max |lse - ref_lse| / max(1, max |ref_lse|) on rows with an allowed key."""
 
     rel: float
     abs: float

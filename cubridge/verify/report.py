@@ -16,8 +16,8 @@ class CaseResult:
     "timeout" or "crash" (isolated runs). Errors are relative to the float64
     reference: rel_err = ||out - ref|| / ||ref||; max_abs is compared with
     abs_limit (a fraction of max |ref|); trivial_zero / trivial_mean are the
-    relative errors of all-zeros and mean-of-V outputs; lse_err is the max of
-    |lse - ref| / max(1, |ref|) over rows with an allowed key.
+    relative errors of all-zeros and mean-of-V outputs; lse_err is
+    max |lse - ref| over rows with an allowed key, divided by max(1, max |ref|).
     """
 
     shape: Shape
