@@ -10,6 +10,7 @@ stops after lowering, without a GPU after compiling, each time saying so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -122,11 +123,15 @@ def load_variant(run_dir: Path) -> VariantKernel:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     kernel = manifest["stages"]["lower"]["data"]["kernel"]
     spec = load(run_dir / "spec.py")
+    # The header that was compiled and verified is the one on disk; the aux
+    # slots must still be the ones this version of cubridge would pack.
     header = generate_header(plan_hooks(spec))
-    saved = (run_dir / "cubridge_hooks.cuh").read_text()
-    if header.text != saved:
-        raise RuntimeError(f"{run_dir}: cubridge_hooks.cuh differs from what this version of "
-                           "cubridge generates for spec.py; rerun `cubridge run`")
+    saved_manifest = json.loads((run_dir / "aux_manifest.json").read_text())
+    if {k: v for k, v in header.manifest().items() if k != "spec"} != \
+            {k: v for k, v in saved_manifest.items() if k != "spec"}:
+        raise RuntimeError(f"{run_dir}: its aux slots differ from what this version of "
+                           "cubridge packs for spec.py; rerun `cubridge run`")
+    header = dataclasses.replace(header, text=(run_dir / "cubridge_hooks.cuh").read_text())
     return VariantKernel(spec, header, kernel)
 
 
@@ -242,7 +247,7 @@ def _verify_ir(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
         run_dir.write("verify_ir.txt", report.table() + "\n")
         run_dir.write("verify_ir.json", json.dumps(report.to_dict(), indent=1, default=str))
         if not report.passed:
-            raise VerificationFailed(f"target CuIR fails the spec: {report.summary()} "
+            raise VerificationFailed(f"target CuIR fails the spec: {_failures(report)} "
                                      f"(see {run_dir.file('verify_ir.txt')})")
         rec.artifacts += ["verify_ir.txt", "verify_ir.json"]
         rec.summary = f"executor vs spec: {report.summary()}"
@@ -316,6 +321,15 @@ def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
     run_dir.run_stage("compile", content_hash(base, arch), body)
 
 
+def _failures(report: object) -> str:
+    """The report's summary and its first failing cases, for the error message."""
+    lines = [report.summary()]  # type: ignore[attr-defined]
+    for c in report.failures[:3]:  # type: ignore[attr-defined]
+        lines.append(f"  {c.verdict}: {c.shape} {c.dtype} {c.distribution} seed {c.seed}: "
+                     f"{c.reason}")
+    return "\n".join(lines)
+
+
 def _device_key(base: str) -> str:
     return content_hash(base, torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 
@@ -334,7 +348,7 @@ def _verify_gpu(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
         run_dir.write("verify_gpu.txt", report.table() + "\n")
         run_dir.write("verify_gpu.json", json.dumps(report.to_dict(), indent=1, default=str))
         if not report.passed:
-            raise VerificationFailed(f"kernel fails the spec on the GPU: {report.summary()} "
+            raise VerificationFailed(f"kernel fails the spec on the GPU: {_failures(report)} "
                                      f"(see {run_dir.file('verify_gpu.txt')})")
         rec.artifacts += ["verify_gpu.txt", "verify_gpu.json"]
         rec.summary = f"kernel vs spec: {report.summary()}"
