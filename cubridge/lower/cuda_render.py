@@ -65,7 +65,9 @@ _TEMPLATES = {
     "min": "detail::min({0}, {1})", "max": "detail::max({0}, {1})",
     "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
     "eq": "({0} == {1})", "ne": "({0} != {1})",
-    "and": "({0} && {1})", "or": "({0} || {1})", "xor": "({0} != {1})",
+    # no short-circuit, as in torch: both sides' aux reads are unconditional, so the
+    # compiler can share them between elements instead of predicating each one
+    "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} != {1})",
     "where": "({0} ? {1} : {2})",
 }
 

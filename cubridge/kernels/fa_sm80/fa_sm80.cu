@@ -213,6 +213,7 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int q = row0 + mt * 16 + g + 8 * half;
+      const int q_hook = min(q, p.seqlen_q - 1);
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
@@ -220,7 +221,11 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
           const int k = k0 + j * 8 + 2 * t + e;
           bool allowed = k < p.seqlen_k;
           if constexpr (hooks::kHasMaskMod) {
-            allowed = allowed && q < p.seqlen_q && hooks::mask_mod(b, h, q, k, p.aux);
+            // Called on clamped indices and combined without short-circuit, so the
+            // hook's aux reads are unconditional: no branch per element, and reads
+            // shared by elements (q-side, scalars) are loaded once.
+            allowed = allowed & (q < p.seqlen_q) &
+                      hooks::mask_mod(b, h, q_hook, min(k, p.seqlen_k - 1), p.aux);
           }
           word |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
         }
