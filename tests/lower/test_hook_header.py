@@ -1,0 +1,73 @@
+"""Header generation details: literals, manifest, aux packing and its errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hook_variants import VARIANTS, make_spec
+
+from cubridge.attention import Shape
+from cubridge.lower.cuda_render import RenderError, c_literal
+from cubridge.lower.hook_header import generate_header
+from cubridge.transfer.expr import DType
+from cubridge.transfer.hooks import plan_hooks
+
+SHAPE = Shape(b=2, hq=4, hk=2, sq=300, sk=260, d=64)
+
+
+def test_literals():
+    assert c_literal(-3, DType.INT) == "(-3)"
+    assert c_literal(30.0, DType.FLOAT) == "30.0f"
+    assert c_literal(1e-5, DType.FLOAT) == "1e-05f"
+    assert c_literal(-math.inf, DType.FLOAT) == "(-INFINITY)"
+    assert c_literal(True, DType.BOOL) == "true"
+    with pytest.raises(RenderError, match="32-bit"):
+        c_literal(2**40, DType.INT)
+
+
+def test_flags_and_normaliser():
+    text = generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text
+    assert "constexpr bool kHasScoreMod = true;" in text
+    assert "constexpr bool kHasMaskMod = true;" in text
+    assert "kNormalizer = Normalizer::Elementwise;" in text
+    assert "return detail::fast_sigmoid(s);" in text
+    text = generate_header(plan_hooks(VARIANTS["full"])).text
+    assert "kHasScoreMod = false" in text and "kHasMaskMod = false" in text
+    assert "Normalizer::Softmax" in text and "return KvRange{0, num_kv_blocks};" in text
+
+
+def test_manifest_and_packing_of_a_table_variant():
+    spec = VARIANTS["document_causal"]
+    header = generate_header(plan_hooks(spec))
+    manifest = header.manifest()
+    assert [(a["slot"], a["name"], a["dtype"], a["rank"]) for a in manifest["aux"]] == [
+        (0, "doc_id", "int32", 2), (1, "__cubridge_block_kinds", "uint8", 4),
+        (2, "__cubridge_kv_ranges", "int32", 4)]
+    aux = spec.make_aux(SHAPE, torch.Generator().manual_seed(0), torch.device("cpu"))
+    packed = header.pack_aux(aux, SHAPE)
+    assert packed[0] is aux["doc_id"]
+    assert packed[1].shape == (SHAPE.b, 1, 3, 5) and packed[2].shape == (SHAPE.b, 1, 3, 2)
+
+
+def test_packing_errors_name_the_aux():
+    header = generate_header(plan_hooks(VARIANTS["alibi_causal"]))
+    with pytest.raises(KeyError, match="slope"):
+        header.pack_aux({}, SHAPE)
+    with pytest.raises(ValueError, match="slope.*float32 rank 1, got torch.float64 rank 1"):
+        header.pack_aux({"slope": torch.zeros(4, dtype=torch.float64)}, SHAPE)
+
+
+def test_too_many_aux_tensors_is_an_error():
+    def score(s, b, h, q, k, *, a0, a1, a2, a3, a4, a5, a6, a7, a8):
+        return s + a0[h] + a1[h] + a2[h] + a3[h] + a4[h] + a5[h] + a6[h] + a7[h] + a8[h]
+
+    aux = {f"a{i}": torch.zeros(4) for i in range(9)}
+    with pytest.raises(ValueError, match="9 aux tensors, the kernel takes at most 8"):
+        generate_header(plan_hooks(make_spec("many", None, score), aux))
+
+
+def test_generation_is_deterministic():
+    spec = VARIANTS["comb_prefix_softcap_sigmoid"]
+    assert generate_header(plan_hooks(spec)).text == generate_header(plan_hooks(spec)).text
