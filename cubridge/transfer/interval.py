@@ -15,7 +15,11 @@ sizes, which are exact at run time. A mask whose value is NaN is unsupported.
 
 These helpers are also what generated code calls: the CuIR renderer emits
 `iv.add(...)` calls to this module and the CUDA renderer emits `iv_add(...)`
-calls to C++ helpers with the same semantics (cubridge/lower/interval.cuh).
+calls to C++ helpers with the same semantics (cubridge/lower/hook_helpers.cuh).
+
+Every rule is also monotone under inclusion (a sub-tile's interval lies in
+the tile's), so a tile inside an EMPTY tile is EMPTY: kv_block_range finds the
+EMPTY prefix and suffix of a query block's key range by binary search.
 """
 
 from __future__ import annotations
