@@ -181,3 +181,24 @@ def test_classification_is_conservative_and_exact_against_brute_force(name):
                     assert not (aligned and name in EXACT), (b, h, q0, q1, k0, k1, got, want)
     if name in EXACT:
         assert inexact <= len(tiles) * SHAPE.b * SHAPE.hq // 10
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("dtype", [DType.INT, DType.FLOAT])
+def test_rules_are_monotone_under_inclusion(op, dtype):
+    """X in Y implies op(X) in op(Y): what kv_block_range's binary search relies on."""
+    rng = random.Random(hash(("mono", op, dtype.value)) & 0xFFFF)
+    a_var, b_var = expr.var("q"), expr.var("k")
+    if dtype == DType.FLOAT:
+        a_var, b_var = expr.cast(a_var, DType.FLOAT), expr.cast(b_var, DType.FLOAT)
+    node = expr.apply(op, a_var, b_var)
+    fn = eval(f"lambda q, k: {interval.render(node, interval.python_lang(str))}",
+              {"iv": interval, "math": math})
+    is_int = dtype == DType.INT
+    for _ in range(400):
+        big_a, big_b = _random_interval(rng, is_int), _random_interval(rng, is_int)
+        sub_a = tuple(sorted(_sample(rng, big_a, is_int) for _ in range(2)))
+        sub_b = tuple(sorted(_sample(rng, big_b, is_int) for _ in range(2)))
+        lo, hi = fn(big_a, big_b)
+        sub_lo, sub_hi = fn(sub_a, sub_b)
+        assert lo <= sub_lo and sub_hi <= hi, (op, big_a, big_b, sub_a, sub_b)
