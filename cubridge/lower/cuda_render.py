@@ -111,6 +111,9 @@ def render_value(node: Node, slots: Mapping[str, int],
             return f"static_cast<int>(aux.t[{slots[name]}].size[{dim}])"
         if n.op == "cast":
             return f"static_cast<{C_TYPES[n.dtype]}>({go(n.args[0])})"
+        if fast and n.op == "truediv" and n.args[1].op == "const" and n.args[1].arg:
+            # division by a constant: multiply by its reciprocal (no SFU op, ~1 ulp)
+            return f"({go(n.args[0])} * {c_literal(1.0 / n.args[1].arg, DType.FLOAT)})"
         return templates[n.op].format(*(go(a) for a in n.args))
 
     return go(node)
