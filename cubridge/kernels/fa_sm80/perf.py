@@ -174,7 +174,8 @@ def target_fraction(variant: str) -> float | None:
     return 0.70 if any(w in variant for w in SLOW_HOOK_VARIANTS) else 0.85
 
 
-def _headers(names: list[str]) -> dict[str, object]:
+def generated_headers(names: list[str]) -> dict[str, tuple]:
+    """(spec, HookHeader) of each variant, lowered from examples/specs/<name>.py."""
     from cubridge.lower.hook_header import generate_header
     from cubridge.spec.loader import load
     from cubridge.transfer.hooks import plan_hooks
@@ -203,7 +204,7 @@ def run_generated_hooks(names: list[str], sources: dict[str, str | None],
     rows: list[dict[str, object]] = []
     for name in names:
         try:
-            headers.update(_headers([name]))
+            headers.update(generated_headers([name]))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             rows.append({"variant": name, "error": f"{type(exc).__name__}: {exc}"[:500]})
     arch = fa_sm80.device_arch(torch.device("cuda"))
