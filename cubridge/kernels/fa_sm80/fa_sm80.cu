@@ -200,9 +200,10 @@ __device__ __forceinline__ void gemm_pv(float (&o)[kMTiles][kDTiles][4],
 // bits: word mt, bit 16 * half + 2 * j + e for s[mt][j][2 * half + e]. It is
 // evaluated before S is live, so mask_mod (index arithmetic, aux reads) runs
 // while only O holds registers, and S then needs just these kMTiles words.
-// Covers mask_mod and the key tail (k >= Sk); rows past Sq are masked too.
+// Covers mask_mod and, with kTail, the key tail (k >= Sk) and rows past Sq.
 static_assert(kNTiles * 2 * 2 <= 32, "one 32-bit mask word per 16-row slab");
 
+template <bool kTail>
 __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdParams& p, int b,
                                            int h, int row0, int k0, int lane) {
   const int g = lane >> 2;
@@ -213,19 +214,27 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int q = row0 + mt * 16 + g + 8 * half;
-      const int q_hook = min(q, p.seqlen_q - 1);
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int k = k0 + j * 8 + 2 * t + e;
-          bool allowed = k < p.seqlen_k;
-          if constexpr (hooks::kHasMaskMod) {
-            // Called on clamped indices and combined without short-circuit, so the
+          bool allowed = true;
+          if constexpr (kTail) {
+            // Only blocks holding the query or key tail pay for bounds and clamps;
+            // elsewhere q and k stay affine in the lane, which the compiler folds
+            // into immediates (one compare per element for q - k < w).
+            allowed = k < p.seqlen_k;
+            if constexpr (hooks::kHasMaskMod) {
+              allowed = allowed & (q < p.seqlen_q) &
+                        hooks::mask_mod(b, h, min(q, p.seqlen_q - 1), min(k, p.seqlen_k - 1),
+                                        p.aux);
+            }
+          } else if constexpr (hooks::kHasMaskMod) {
+            // Evaluated on every element and combined without short-circuit, so the
             // hook's aux reads are unconditional: no branch per element, and reads
             // shared by elements (q-side, scalars) are loaded once.
-            allowed = allowed & (q < p.seqlen_q) &
-                      hooks::mask_mod(b, h, q_hook, min(k, p.seqlen_k - 1), p.aux);
+            allowed = hooks::mask_mod(b, h, q, k, p.aux);
           }
           word |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
         }
@@ -442,7 +451,15 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
       // read aux tensors, and S leaves no registers spare).
       const bool masked = (hooks::kHasMaskMod && (code & 1)) || (n + 1) * kBlockN > p.seqlen_k;
       uint32_t bits[kMTiles];
-      if (masked) block_mask(bits, p, b, h, warp_row0, n * kBlockN, lane);
+      if (masked) {
+        // (without a mask_mod only the key tail is ever masked)
+        if (!hooks::kHasMaskMod || (n + 1) * kBlockN > p.seqlen_k ||
+            q_start + kBlockM > p.seqlen_q) {
+          block_mask<true>(bits, p, b, h, warp_row0, n * kBlockN, lane);
+        } else {
+          block_mask<false>(bits, p, b, h, warp_row0, n * kBlockN, lane);
+        }
+      }
 
       cp_async_wait<2>();  // K(n) (and Q) landed; V(n), K(n_next) may be in flight
       __syncthreads();
