@@ -6,6 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+# Spill traffic (stores + loads, bytes) a variant built from a library kernel
+# may have. The library kernels themselves must not spill (tests assert it);
+# a variant's hooks or edits add registers to a kernel that sits near 255, and
+# a few loop-invariant values reloaded once per key block cost a few percent
+# (fa_sm80/NOTES.md). More than this means the variant needs restructuring.
+SPILL_BUDGET_BYTES = 160
+
 
 @dataclass(frozen=True)
 class KernelResources:
@@ -24,6 +31,14 @@ class KernelResources:
     @property
     def spills(self) -> bool:
         return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+    @property
+    def spill_bytes(self) -> int:
+        return self.spill_store_bytes + self.spill_load_bytes
+
+    @property
+    def within_spill_budget(self) -> bool:
+        return self.spill_bytes <= SPILL_BUDGET_BYTES
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

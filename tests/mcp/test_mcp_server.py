@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.llm import code_block
 from cubridge.mcp.protocol import Server, serve
 from cubridge.mcp.tools import TOOLS
@@ -152,7 +153,8 @@ def test_compile_tool_reports_resources_and_diagnostics(tmp_path):
                                 config={"causal": True})
     report = json.loads(text)
     assert report["defines"]["CUBRIDGE_HEAD_DIM"] == 192
-    assert report["resources"][0]["spill_store_bytes"] == 0
+    res = report["resources"][0]
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
     broken = tmp_path / "broken.cu"
     broken.write_text(lib_cu.read_text().replace("const int lane = threadIdx.x % 32;",
                                                  "const int lane = threadIdx.x % ;"))

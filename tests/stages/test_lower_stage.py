@@ -14,6 +14,7 @@ from llm_fakes import make_client
 from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.build.nvcc import nvcc_available
+from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
 from cubridge.pipeline.rundir import RunDir
 from cubridge.spec import load
@@ -69,7 +70,8 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
 
     assert "// lowered by cubridge (test reply)" in result.source.read_text()
     meta = json.loads((tmp_path / "lower.json").read_text())
-    assert meta["resources"]["D128_Dv128"]["spill_store_bytes"] == 0
+    res = meta["resources"]["D128_Dv128"]
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
     if not torch.cuda.is_available():
         assert meta["verification"].startswith("compile-only")
         assert "not run or verified" in result.record.summary
@@ -82,7 +84,7 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
 def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker, tmp_path):
     """The expert's lowering of fa_sm80.cu (recorded fixture) to cosine attention
     and to MLA (192/128): applies to the current source and compiles for sm_90a
-    without spills. Verified by compiling only here; GPU verification needs an H100."""
+    within the spill budget. Verified by compiling only here; GPU verification needs an H100."""
     if not nvcc_available():
         pytest.skip("nvcc not found (set CUDA_HOME or install the CUDA toolkit)")
     target = tmp_path / "target_cuir.py"
@@ -103,6 +105,6 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker
     assert marker in result.source.read_text()
     meta = json.loads((run / "lower.json").read_text())
     res = meta["resources"][build]
-    assert res["spill_store_bytes"] == 0 and res["spill_load_bytes"] == 0
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
     (exchange,) = read_exchanges(run)
     assert FIXTURE_LABEL in exchange.label and exchange.verification["ok"]
