@@ -8,7 +8,7 @@
 #
 # Writes runs/<variant>-<hash>/ and bench/results/NAME/. Needs a GPU and nvcc.
 set -uo pipefail
-name=${1:?results name}; seq_lens=${2:-4096}; configs=${3:-llama2_7b}; peers=${4:-sdpa,flex_triton}
+name=${1:?results name}; seq_lens=${2:-4096}; configs=${3:-llama2_7b}; peers=${4-sdpa,flex_triton}
 variants=(full causal sliding_window_1024 global_sliding_window prefix_lm document_causal
   share_question causal_blockwise alibi_causal softcap_causal relative_position relu_causal
   sigmoid_causal comb_prefix_softcap_sigmoid)
