@@ -99,13 +99,17 @@ def _build_sdpa(spec: Spec) -> Callable[..., object]:
             bias = apply_score_mod(mods, torch.zeros(b, hq, sq, sk, device=q.device))
             bias = bias.masked_fill(~allowed, float("-inf"))
             # Softmax ignores a per-row shift: moving the row max to 0 keeps the keys
-            # that matter precise. CPU SDPA takes an fp32 bias; CUDA wants q's dtype,
-            # whose rounding of large biases (ALiBi on long rows) costs accuracy.
+            # that matter precise. The bias stays fp32: CUDA SDPA wants it in q's
+            # dtype, and a bf16 ALiBi bias on long rows misses bf16 tolerances, so
+            # on CUDA this peer runs SDPA in fp32 and rounds the output back.
             row_max = bias.amax(-1, keepdim=True)
             mask = bias - torch.where(torch.isinf(row_max), 0.0, row_max)
-            mask = mask.to(torch.float32 if q.device.type == "cpu" else q.dtype)
+        dtype = q.dtype
+        if spec.score_mod is not None and q.device.type == "cuda":
+            q, k, v = q.float(), k.float(), v.float()
         out = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+        out = out.to(dtype)
         # Rows with no allowed key: SDPA's result there is not specified; ours is 0.
         return out.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
     return sdpa
