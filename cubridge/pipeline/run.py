@@ -374,7 +374,7 @@ def _bench(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions
     def body(rec: StageRecord) -> None:
         settings = TimingSettings(25.0, 100.0)
         timer, timing = gpu_timer(settings)
-        impls = [external_impl("cubridge", str(run_dir.path)), *peer_impls(peers)]
+        impls = [external_impl("ours", str(run_dir.path)), *peer_impls(peers)]
         meta = collect_metadata(shlex.join(sys.argv), "cuda", timing,
                                 {"impls": {i.name: i.source for i in impls}})
         results = run_bench([spec], impls, BenchConfig(
@@ -382,7 +382,7 @@ def _bench(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions
             timer, progress=run_dir.log)
         paths = write_reports(run_dir.file("bench"), meta, results)
         rec.artifacts += [str(Path(p).relative_to(run_dir.path)) for p in paths.values()]
-        ours = [r for c in results for r in c.impls if r.impl == "cubridge"]
+        ours = [r for c in results for r in c.impls if r.impl == "ours"]
         ok = [r for r in ours if r.status == OK]
         best = max((r.tflops or 0.0 for r in ok), default=0.0)
         rec.data["table"] = markdown_table(results)
