@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +24,11 @@ from cubridge.attention import Shape
 from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
 from cubridge.pipeline.variant import VariantKernel
 from cubridge.spec.model import Spec
+
+if TYPE_CHECKING:
+    from cubridge.kernels import KernelMetadata
+    from cubridge.lower.hook_header import HookHeader
+    from cubridge.verify import VerifyReport
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # Code whose change invalidates cached stages (the generators and the kernel).
@@ -233,36 +239,31 @@ def _transfer(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions
 
 
 def _verify_ir(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-               target_cls: type, meta: object) -> None:
+               target_cls: type, meta: KernelMetadata) -> None:
     from cubridge.ir import attention_fn
     from cubridge.verify import verify
 
     def body(rec: StageRecord) -> None:
-        cfg = meta.config(_head_dims(spec)[0])  # type: ignore[attr-defined]
+        cfg = meta.config(_head_dims(spec)[0])
         fn = attention_fn(target_cls, block_m=cfg.block_m, block_n=cfg.block_n,
                           num_warps=cfg.num_warps, stages=cfg.stages)
         report = verify(spec, fn, device="cpu", dtypes=[spec.dtypes[0]],
                         shapes=_ir_shapes(spec), trials=opts.ir_trials, seed=opts.seed,
                         require_lse=spec.returns_lse)
-        run_dir.write("verify_ir.txt", report.table() + "\n")
-        run_dir.write("verify_ir.json", json.dumps(report.to_dict(), indent=1, default=str))
-        if not report.passed:
-            raise VerificationFailed(f"target CuIR fails the spec: {_failures(report)} "
-                                     f"(see {run_dir.file('verify_ir.txt')})")
-        rec.artifacts += ["verify_ir.txt", "verify_ir.json"]
-        rec.summary = f"executor vs spec: {report.summary()}"
+        _record_verification(run_dir, rec, report, "verify_ir", "target CuIR",
+                             "executor vs spec")
 
     run_dir.run_stage("verify-ir", content_hash(base, str(opts.ir_trials)), body)
 
 
 def _lower(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-           meta: object):  # noqa: ANN202
+           meta: KernelMetadata) -> HookHeader:
     from cubridge.lower.hook_header import generate_header
     from cubridge.transfer.hooks import plan_hooks
 
     header = generate_header(plan_hooks(spec))
     def body(rec: StageRecord) -> None:
-        source = meta.source  # type: ignore[attr-defined]
+        source = meta.source
         run_dir.write(source.name, source.read_text())
         run_dir.write("cubridge_hooks.cuh", header.text)
         run_dir.write("aux_manifest.json", json.dumps(header.manifest(), indent=1))
@@ -287,7 +288,7 @@ def _target_arch(opts: RunOptions) -> str:
 
 
 def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-             header: object, meta: object) -> None:
+             header: HookHeader, meta: KernelMetadata) -> None:
     from cubridge.build.nvcc import nvcc_available
     from cubridge.kernels import fa_sm80
 
@@ -299,12 +300,12 @@ def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
         built = []
         for d in _head_dims(spec):
             for dtype in spec.dtypes:
-                if dtype not in meta.dtypes:  # type: ignore[attr-defined]
+                if dtype not in meta.dtypes:
                     continue
-                ck = fa_sm80.compile_for(d, dtype, arch, hooks_header=header.text)  # type: ignore[attr-defined]
+                ck = fa_sm80.compile_for(d, dtype, arch, hooks_header=header.text)
                 name = f"kernel_d{d}_{str(dtype).removeprefix('torch.')}_{arch}.cubin"
                 shutil.copyfile(ck.cubin_path, run_dir.file(name))
-                res = ck.resources_of(meta.entry)  # type: ignore[attr-defined]
+                res = ck.resources_of(meta.entry)
                 built.append((name, res))
         run_dir.write("resources.json", json.dumps(
             {n: r.to_json() for n, r in built}, indent=1))
@@ -321,10 +322,23 @@ def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
     run_dir.run_stage("compile", content_hash(base, arch), body)
 
 
-def _failures(report: object) -> str:
+def _record_verification(run_dir: RunDir, rec: StageRecord, report: VerifyReport, name: str,
+                         what: str, label: str) -> None:
+    """Write a verifier report as NAME.txt / NAME.json; fail the stage unless it passed."""
+    run_dir.write(f"{name}.txt", report.table() + "\n")
+    run_dir.write(f"{name}.json", json.dumps(report.to_dict(), indent=1,
+                                             default=str))
+    if not report.passed:
+        raise VerificationFailed(f"{what} fails the spec: {_failures(report)} "
+                                 f"(see {run_dir.file(name + '.txt')})")
+    rec.artifacts += [f"{name}.txt", f"{name}.json"]
+    rec.summary = f"{label}: {report.summary()}"
+
+
+def _failures(report: VerifyReport) -> str:
     """The report's summary and its first failing cases, for the error message."""
-    lines = [report.summary()]  # type: ignore[attr-defined]
-    for c in report.failures[:3]:  # type: ignore[attr-defined]
+    lines = [report.summary()]
+    for c in report.failures[:3]:
         lines.append(f"  {c.verdict}: {c.shape} {c.dtype} {c.distribution} seed {c.seed}: "
                      f"{c.reason}")
     return "\n".join(lines)
@@ -341,17 +355,13 @@ def _verify_gpu(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
     if not torch.cuda.is_available():
         raise StopRun("no CUDA GPU visible: stopped after compiling (cubins in "
                       f"{run_dir.path}); run again on a GPU machine to verify and benchmark")
+
     def body(rec: StageRecord) -> None:
         report = verify(spec, kernel, device="cuda", shapes=_gpu_shapes(spec),
                         trials=opts.gpu_trials, seed=opts.seed,
                         require_lse=spec.returns_lse)
-        run_dir.write("verify_gpu.txt", report.table() + "\n")
-        run_dir.write("verify_gpu.json", json.dumps(report.to_dict(), indent=1, default=str))
-        if not report.passed:
-            raise VerificationFailed(f"kernel fails the spec on the GPU: {_failures(report)} "
-                                     f"(see {run_dir.file('verify_gpu.txt')})")
-        rec.artifacts += ["verify_gpu.txt", "verify_gpu.json"]
-        rec.summary = f"kernel vs spec: {report.summary()}"
+        _record_verification(run_dir, rec, report, "verify_gpu", "kernel (GPU)",
+                             "kernel vs spec")
 
     run_dir.run_stage("verify-gpu", content_hash(_device_key(base), str(opts.gpu_trials)), body)
 
