@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cubridge.pipeline.lowered import LoweredKernel
     from cubridge.pipeline.variant import VariantKernel
 
 __version__ = "0.1.0"
 
 
 def compile(spec: str | Path, *, kernel: str = "fa_sm80", out: Path | None = None,
-            seed: int | None = None) -> VariantKernel:  # noqa: A001 - the public verb
+            seed: int | None = None) -> VariantKernel | LoweredKernel:  # noqa: A001
     """The verified kernel of a spec file, ready to call inside a model:
 
         attention = cubridge.compile("examples/specs/alibi_causal.py")

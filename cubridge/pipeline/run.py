@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from cubridge.attention import Shape
+from cubridge.pipeline.lowered import LoweredKernel
 from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
 from cubridge.pipeline.variant import VariantKernel
 from cubridge.spec.model import Spec
@@ -81,7 +82,7 @@ class RunResult:
     run_dir: Path
     stages: dict[str, StageRecord] = field(default_factory=dict)
     stopped: str = ""  # why the run ended early, if it did
-    kernel: VariantKernel | None = None
+    kernel: VariantKernel | LoweredKernel | None = None
 
 
 def _generator_digest() -> str:
@@ -119,16 +120,19 @@ def _gpu_shapes(spec: Spec) -> list[Shape]:
     return [*verification_shapes(spec.configs), *big]
 
 
-def load_variant(run_dir: Path) -> VariantKernel:
-    """The kernel of a finished run directory (used by its kernel.py)."""
+def load_variant(run_dir: Path) -> VariantKernel | LoweredKernel:
+    """The kernel of a finished run directory (used by its kernel.py): the
+    hook path's VariantKernel, or the LLM path's LoweredKernel."""
     from cubridge.lower.hook_header import generate_header
     from cubridge.spec import load
     from cubridge.transfer.hooks import plan_hooks
 
     run_dir = Path(run_dir)
+    spec = load(run_dir / "spec.py")
+    if (run_dir / "lower.json").is_file():
+        return LoweredKernel(spec, run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     kernel = manifest["stages"]["lower"]["data"]["kernel"]
-    spec = load(run_dir / "spec.py")
     # The header that was compiled and verified is the one on disk; the aux
     # slots must still be the ones this version of cubridge would pack.
     header = generate_header(plan_hooks(spec))
@@ -153,7 +157,7 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     result = RunResult(run_dir.path)
     base = content_hash(spec_text, _generator_digest(), opts.kernel)
     try:
-        if not _took_llm_path(spec, spec_path, run_dir, opts):
+        if not _took_llm_path(spec, spec_path, run_dir, opts, result):
             _stages(spec, spec_path, spec_text, run_dir, base, opts, result)
     except StopRun as stop:
         result.stopped = str(stop)
@@ -165,7 +169,8 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
 
 # -- the LLM path (cubridge.stages, issue 6): taken when the change leaves the hooks ----------
 
-def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOptions) -> bool:
+def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOptions,
+                   result: RunResult) -> bool:
     """Say which path the run takes and why; on the LLM path run its stages
     (cubridge.stages.llm_run) and return True."""
     from cubridge.llm import LLMError
@@ -186,6 +191,10 @@ def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOption
                       "from the cached exchanges") from exc
     if stopped:
         raise StopRun(stopped)
+    run_dir.write("kernel.py", MODULE_TEMPLATE.format(name=spec.name))
+    result.kernel = LoweredKernel(spec, run_dir.path)
+    if opts.bench:
+        _bench(spec, run_dir, content_hash(spec_path.read_text(), "llm", opts.kernel), opts)
     return True
 
 
