@@ -174,9 +174,11 @@ def stages(findings: list[Finding]) -> list[Stage]:
         stage("bench", compile_needs + gpu_needs + [
             (ok.get("triton", False), "triton (Flex Triton peer, do_bench)"),
             (ok.get("matplotlib", False), "matplotlib (plots)")]),
-        stage("LLM path", [
+        # The manual, command and replay providers need no key; the hosted ones do.
+        stage("LLM path (hosted models)", [
             (any(ok.get(v, False) for v in LLM_KEY_VARS),
-             "an API key: " + " or ".join(LLM_KEY_VARS)),
+             "an API key: " + " or ".join(LLM_KEY_VARS)
+             + " (the manual, command and replay providers need none)"),
             (ok.get("LLM client libraries", False), "the openai or anthropic package")]),
     ]
 

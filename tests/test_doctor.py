@@ -49,7 +49,7 @@ def test_json_output_parses(capsys):
     data = json.loads(capsys.readouterr().out)
     names = [f["name"] for f in data["findings"]]
     assert "torch" in names and "nvcc" in names
-    assert {s["name"] for s in data["stages"]} >= {"compile", "GPU verify", "bench", "LLM path"}
+    assert {s["name"] for s in data["stages"]} >= {"compile", "GPU verify", "bench", "LLM path (hosted models)"}
 
 
 def test_stages_name_what_is_missing():
@@ -66,7 +66,7 @@ def test_stages_name_what_is_missing():
     assert not cute.ready and cute.missing == ["CUTLASS headers"]
     gpu = _stage(st, "GPU verify")
     assert "a CUDA GPU visible to torch" in gpu.missing
-    assert _stage(st, "LLM path").ready  # one key is enough
+    assert _stage(st, "LLM path (hosted models)").ready  # one key is enough
     with_gpu = [f for f in base if f.name not in ("gpu", "CUTLASS headers")] + [
         Finding("gpu 0", True, "NVIDIA H100, sm_90"), Finding("CUTLASS headers", True, "")]
     assert _stage(stages(with_gpu), "bench").ready
