@@ -4,7 +4,8 @@ Values: bool -> bool, int -> int (32-bit, as FlexAttention's indices), float
 -> float. Integer floor division and modulo go through detail:: helpers with
 Python/torch semantics. Aux tensors are read with cubridge::aux_load<T> from
 their AuxArgs slot. Intervals (block classification) use the shared interval
-renderer with the iv_* helpers of hook_helpers.cuh.
+renderer with the iv_* helpers of hook_helpers.cuh, or for integer-only masks
+the ivi_* ones (render_int_interval).
 """
 
 from __future__ import annotations
@@ -156,6 +157,84 @@ def _c_double(v: object) -> str:
 def render_interval(node: Node, slots: Mapping[str, int],
                     aux_dtypes: Mapping[str, torch.dtype]) -> str:
     return interval.render(node, interval_lang(slots, aux_dtypes))
+
+
+# Integer intervals (detail::IvI): positions below POSITION_LIMIT (block_kind
+# checks q and k at run time), every bound below BOUND_LIMIT in magnitude.
+POSITION_LIMIT = 2**24  # detail::ivi_in_range
+BOUND_LIMIT = 2**30
+_INT_IV_COMPARE = {"lt", "le", "gt", "ge", "eq", "ne", "not", "and", "or", "xor"}
+
+
+def int_interval_bound(node: Node) -> int | None:
+    """Largest magnitude of any interval bound of `node` over positions below
+    POSITION_LIMIT, or None when the integer interval form does not apply
+    (floats, aux reads, division by a non-constant, a bound past BOUND_LIMIT).
+    Where it applies, the double rules are exact, so both forms agree."""
+    memo: dict[Node, int | None] = {}
+
+    def rule(n: Node) -> int | None:
+        if n.dtype == DType.FLOAT:
+            return None
+        if n.op == "const":
+            return abs(int(n.arg))  # type: ignore[call-overload]
+        if n.op == "var":
+            return POSITION_LIMIT if n.arg in ("b", "h", "q", "k") else None
+        bounds = [go(a) for a in n.args]
+        if not bounds or None in bounds:
+            return None  # aux reads and sizes, or an argument out of reach
+        a = [int(x) for x in bounds]  # type: ignore[arg-type]
+        if n.op in ("floordiv", "mod"):
+            d = n.args[1]
+            if d.op != "const" or d.dtype != DType.INT or int(d.arg) == 0:  # type: ignore[call-overload]
+                return None
+            return a[0] + 1 if n.op == "floordiv" else a[1]
+        if n.op in _INT_IV_COMPARE:
+            return 1
+        if n.op == "cast":
+            return 1 if n.dtype == DType.BOOL else a[0]
+        if n.op in ("neg", "abs"):
+            return a[0]
+        if n.op in ("add", "sub"):
+            return a[0] + a[1]
+        if n.op == "mul":
+            return a[0] * a[1]
+        if n.op in ("min", "max"):
+            return max(a)
+        if n.op == "where":
+            return max(a[1:])
+        return None
+
+    def go(n: Node) -> int | None:
+        if n not in memo:
+            bound = rule(n)
+            memo[n] = bound if bound is not None and bound < BOUND_LIMIT else None
+        return memo[n]
+
+    return go(node)
+
+
+def int_interval_lang() -> interval.IntervalLang:
+    """C++ spelling of integer interval code (detail::ivi_*); q and k are the
+    locals `ivi_q`, `ivi_k`. Only for masks int_interval_bound accepts."""
+
+    def leaf(n: Node) -> str:
+        if n.op == "const":
+            return f"detail::ivi_point({c_literal(int(n.arg), DType.INT)})"  # type: ignore[call-overload]
+        return {"b": "detail::ivi_point(b)", "h": "detail::ivi_point(h)", "q": "ivi_q",
+                "k": "ivi_k"}[n.arg]  # type: ignore[index]
+
+    def call(name: str, args: list[str]) -> str:
+        return f"detail::ivi_{name}({', '.join(args)})"
+
+    return interval.IntervalLang(call, leaf, "true", "false")
+
+
+def render_int_interval(node: Node) -> str | None:
+    """The mask's interval in integer form, or None where it does not apply."""
+    if int_interval_bound(node) is None:
+        return None
+    return interval.render(node, int_interval_lang())
 
 
 def render_body(node: Node, slots: Mapping[str, int],

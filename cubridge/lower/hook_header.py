@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
-from cubridge.lower.cuda_render import render_body, render_interval
+from cubridge.lower.cuda_render import render_body, render_int_interval, render_interval
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
 
@@ -118,6 +118,14 @@ def _block_kind_body(plan: HookPlan, slots: dict[str, int],
                 + "\n  return BlockKind::Full;")
     if plan.classification == "interval":
         assert plan.mask is not None
+        ivi = render_int_interval(plan.mask.node)
+        if ivi is not None:
+            return (f"{_unused('b', 'h')}\n{_CLAMP}\n"
+                    "  // integer intervals: exact below 2^24 positions; past that, unknown\n"
+                    "  if (!detail::ivi_in_range(q_last, k_last)) return BlockKind::Partial;\n"
+                    "  const detail::IvI ivi_q = detail::ivi_span(q_start, q_last);\n"
+                    "  const detail::IvI ivi_k = detail::ivi_span(k_start, k_last);\n"
+                    f"  return detail::ivi_kind({ivi});")
         iv = render_interval(plan.mask.node, slots, dtypes)
         return (f"{_unused('b', 'h')}\n{_CLAMP}\n"
                 "  const detail::Iv iv_q = detail::iv_span(q_start, q_last);\n"

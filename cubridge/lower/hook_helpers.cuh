@@ -158,4 +158,76 @@ CUBRIDGE_HD cubridge::BlockKind iv_kind(Iv mask) {
   return cubridge::BlockKind::Partial;
 }
 
+// ---- integer intervals ---------------------------------------------------
+// The same rules on int bounds, for masks of integers and bools only (no aux
+// reads, no floats) whose every bound stays below 2^30 in magnitude when
+// positions are below 2^24 (cubridge.lower.cuda_render checks that when it
+// picks this form; block_kind checks the positions at run time). There the
+// double rules above are exact, so both classify every tile identically;
+// these take a few integer ops instead of double conversions and NaN checks.
+struct IvI {
+  int lo;
+  int hi;
+};
+
+// Whether a tile's last positions are in IvI's range (below 2^24).
+CUBRIDGE_HD bool ivi_in_range(int q_last, int k_last) {
+  return q_last < (1 << 24) && k_last < (1 << 24);
+}
+
+CUBRIDGE_HD IvI ivi_point(int v) { return IvI{v, v}; }
+CUBRIDGE_HD IvI ivi_span(int lo, int hi) { return IvI{lo, hi}; }
+CUBRIDGE_HD IvI ivi_neg(IvI a) { return IvI{-a.hi, -a.lo}; }
+CUBRIDGE_HD IvI ivi_abs(IvI a) {
+  if (a.lo >= 0) return a;
+  if (a.hi <= 0) return IvI{-a.hi, -a.lo};
+  return IvI{0, -a.lo > a.hi ? -a.lo : a.hi};
+}
+CUBRIDGE_HD IvI ivi_not(IvI a) { return IvI{1 - a.hi, 1 - a.lo}; }
+CUBRIDGE_HD IvI ivi_add(IvI a, IvI b) { return IvI{a.lo + b.lo, a.hi + b.hi}; }
+CUBRIDGE_HD IvI ivi_sub(IvI a, IvI b) { return IvI{a.lo - b.hi, a.hi - b.lo}; }
+CUBRIDGE_HD IvI ivi_hull4(int w, int x, int y, int z) {
+  return IvI{min(min(w, x), min(y, z)), max(max(w, x), max(y, z))};
+}
+CUBRIDGE_HD IvI ivi_mul(IvI a, IvI b) {
+  return ivi_hull4(a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi);
+}
+// b is a nonzero constant here (the renderer's condition): floor is monotone,
+// so the corners' floors bound it, as floor(a / b) in double does.
+CUBRIDGE_HD IvI ivi_floordiv(IvI a, IvI b) {
+  const int x = floordiv(a.lo, b.lo), y = floordiv(a.hi, b.lo);
+  return IvI{min(x, y), max(x, y)};
+}
+CUBRIDGE_HD IvI ivi_mod(IvI a, IvI b, bool /*is_int: always here*/) {
+  const int c = b.lo;  // a nonzero constant here
+  const int f_lo = floordiv(a.lo, c);
+  if (f_lo == floordiv(a.hi, c)) return IvI{a.lo - c * f_lo, a.hi - c * f_lo};
+  return c > 0 ? IvI{0, c - 1} : IvI{c + 1, 0};
+}
+CUBRIDGE_HD IvI ivi_min(IvI a, IvI b) { return IvI{min(a.lo, b.lo), min(a.hi, b.hi)}; }
+CUBRIDGE_HD IvI ivi_max(IvI a, IvI b) { return IvI{max(a.lo, b.lo), max(a.hi, b.hi)}; }
+CUBRIDGE_HD IvI ivi_lt(IvI a, IvI b) { return IvI{a.hi < b.lo, a.lo < b.hi}; }
+CUBRIDGE_HD IvI ivi_le(IvI a, IvI b) { return IvI{a.hi <= b.lo, a.lo <= b.hi}; }
+CUBRIDGE_HD IvI ivi_eq(IvI a, IvI b) {
+  const bool always = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
+  const bool overlap = a.lo <= b.hi && b.lo <= a.hi;
+  return IvI{always, overlap};
+}
+CUBRIDGE_HD IvI ivi_and(IvI a, IvI b) { return ivi_min(a, b); }
+CUBRIDGE_HD IvI ivi_or(IvI a, IvI b) { return ivi_max(a, b); }
+CUBRIDGE_HD IvI ivi_xor(IvI a, IvI b) {
+  if (a.lo == a.hi && b.lo == b.hi) return ivi_point(a.lo != b.lo);
+  return IvI{0, 1};
+}
+CUBRIDGE_HD IvI ivi_where(IvI c, IvI a, IvI b) {
+  if (c.lo == 1) return a;
+  if (c.hi == 0) return b;
+  return IvI{min(a.lo, b.lo), max(a.hi, b.hi)};
+}
+CUBRIDGE_HD cubridge::BlockKind ivi_kind(IvI mask) {
+  if (mask.hi == 0) return cubridge::BlockKind::Empty;
+  if (mask.lo == 1) return cubridge::BlockKind::Full;
+  return cubridge::BlockKind::Partial;
+}
+
 }  // namespace detail

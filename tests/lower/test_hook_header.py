@@ -9,7 +9,7 @@ import torch
 from hook_variants import VARIANTS, make_spec
 
 from cubridge.attention import Shape
-from cubridge.lower.cuda_render import RenderError, c_literal
+from cubridge.lower.cuda_render import RenderError, c_literal, int_interval_bound
 from cubridge.lower.hook_header import generate_header
 from cubridge.transfer.expr import DType
 from cubridge.transfer.hooks import plan_hooks
@@ -71,3 +71,29 @@ def test_too_many_aux_tensors_is_an_error():
 def test_generation_is_deterministic():
     spec = VARIANTS["comb_prefix_softcap_sigmoid"]
     assert generate_header(plan_hooks(spec)).text == generate_header(plan_hooks(spec)).text
+
+
+def test_integer_intervals_where_they_are_exact():
+    """Masks of integers and bools classify with detail::ivi_*; floats, aux reads
+    and bounds past 2^30 keep the double rules (the twin test in
+    test_hooks_compiled checks both forms against the Python intervals)."""
+    for name in ("causal", "sliding_window_1024", "global_sliding_window", "dilated_window",
+                 "causal_blockwise", "kitchen_sink"):
+        text = generate_header(plan_hooks(VARIANTS[name])).text
+        body = text[text.index("BlockKind block_kind("):text.index("KvRange kv_block_range(")]
+        assert "detail::ivi_kind(" in body and "detail::iv_kind(" not in body, name
+        assert "if (!detail::ivi_in_range(q_last, k_last)) return BlockKind::Partial;" in body
+    text = generate_header(plan_hooks(VARIANTS["prefix_lm"])).text  # reads a 0-d aux scalar
+    body = text[text.index("BlockKind block_kind("):text.index("KvRange kv_block_range(")]
+    assert "detail::iv_kind(" in body and "ivi_" not in body
+
+    def bound(mask, aux=None):
+        return int_interval_bound(plan_hooks(make_spec("m", mask), aux).mask.node)
+
+    assert bound(lambda b, h, q, k: q >= k) == 1
+    assert bound(lambda b, h, q, k: (q - k) // 7 > 2) == 1
+    assert bound(lambda b, h, q, k: q * 64 - k >= 0) is None  # 2^30: past the int bound
+    assert bound(lambda b, h, q, k: q // (k + 1) > 2) is None  # divisor not a constant
+    assert bound(lambda b, h, q, k: (q - k) * 0.5 < 3.0) is None  # floats
+    doc = torch.zeros(1, 8, dtype=torch.int32)
+    assert bound(lambda b, h, q, k, *, doc: doc[b, q] == doc[b, k], {"doc": doc}) is None
