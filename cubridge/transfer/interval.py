@@ -15,7 +15,9 @@ sizes, which are exact at run time. A mask whose value is NaN is unsupported.
 
 These helpers are also what generated code calls: the CuIR renderer emits
 `iv.add(...)` calls to this module and the CUDA renderer emits `iv_add(...)`
-calls to C++ helpers with the same semantics (cubridge/lower/hook_helpers.cuh).
+calls to C++ helpers with the same semantics (cubridge/lower/hook_helpers.cuh);
+for masks of integers and bools with small bounds it emits the same rules on
+int bounds (`ivi_*`), where these double rules are exact.
 
 Every rule is also monotone under inclusion (a sub-tile's interval lies in
 the tile's), so a tile inside an EMPTY tile is EMPTY: kv_block_range finds the
