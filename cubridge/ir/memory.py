@@ -194,18 +194,25 @@ def check_owner(tile: Tile, w: Worker, loc: SourceLoc) -> None:
                            loc=loc, worker=w.name)
 
 
+def _check_in_flight(reg: Region, tile: Tile, w: Worker, loc: SourceLoc, action: str,
+                     copy_hint: str) -> None:
+    """Raise if an async copy or gemm_async still in flight touches `tile`'s rows."""
+    lo, hi = tile.row0, tile.row0 + tile.nrows
+    for a, b, op in reg.pending:
+        if _overlaps(lo, hi, a, b):
+            hint = "missing wait_group" if op.what.startswith("gemm_async") else copy_hint
+            raise HazardError(f"{action} {tile} while {op.what} issued at {op.loc} by "
+                              f"{op.worker.name} is still in flight ({hint})",
+                              loc=loc, worker=w.name)
+
+
 def check_read(tile: Tile, w: Worker, loc: SourceLoc, what: str) -> None:
     """Raise if `w` may not read `tile` now."""
     check_owner(tile, w, loc)
     lo, hi = tile.row0, tile.row0 + tile.nrows
     for reg in tile.spans():
-        for a, b, op in reg.pending:
-            if _overlaps(lo, hi, a, b):
-                hint = ("missing wait_group" if op.what.startswith("gemm_async")
-                        else "wait on its barrier (or copy_wait) first")
-                raise HazardError(
-                    f"{what} reads {tile} while {op.what} issued at {op.loc} by "
-                    f"{op.worker.name} is still in flight ({hint})", loc=loc, worker=w.name)
+        _check_in_flight(reg, tile, w, loc, f"{what} reads",
+                         "wait on its barrier (or copy_wait) first")
         if tile.space is SMEM and not _covered(lo, hi, [(a.lo, a.hi) for a in reg.writes]):
             raise HazardError(f"{what} reads {tile}, which nothing has written yet (a wait "
                               "that returned too early, or a missing load)", loc=loc,
@@ -241,13 +248,7 @@ def check_write(tile: Tile, w: Worker, loc: SourceLoc, what: str) -> None:
     check_owner(tile, w, loc)
     lo, hi = tile.row0, tile.row0 + tile.nrows
     for reg in tile.spans():
-        for a, b, op in reg.pending:
-            if _overlaps(lo, hi, a, b):
-                hint = ("missing wait_group" if op.what.startswith("gemm_async")
-                        else "it has not landed")
-                raise HazardError(f"{what} overwrites {tile} while {op.what} issued at {op.loc} "
-                                  f"by {op.worker.name} is still in flight ({hint})",
-                                  loc=loc, worker=w.name)
+        _check_in_flight(reg, tile, w, loc, f"{what} overwrites", "it has not landed")
         for a, b, op in reg.inflight_reads:
             if _overlaps(lo, hi, a, b):
                 raise HazardError(
