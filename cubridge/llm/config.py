@@ -27,7 +27,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cubridge.llm.accounting import Budget, Price, find_price
 from cubridge.llm.errors import ConfigError
@@ -102,20 +102,6 @@ def _float(value: object) -> float:
         raise ValueError(f"expected a number, got {value!r}") from None
 
 
-def _nonneg_float(value: object) -> float:
-    number = _float(value)
-    if number < 0:
-        raise ValueError(f"expected a number >= 0, got {value!r}")
-    return number
-
-
-def _positive_float(value: object) -> float:
-    number = _float(value)
-    if number <= 0:
-        raise ValueError(f"expected a number > 0, got {value!r}")
-    return number
-
-
 def _int(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")
@@ -128,18 +114,25 @@ def _int(value: object) -> int:
     return number
 
 
-def _nonneg_int(value: object) -> int:
-    number = _int(value)
-    if number < 0:
-        raise ValueError(f"expected an integer >= 0, got {value!r}")
-    return number
+_N = TypeVar("_N", int, float)
 
 
-def _positive_int(value: object) -> int:
-    number = _int(value)
-    if number <= 0:
-        raise ValueError(f"expected an integer > 0, got {value!r}")
-    return number
+def _bounded(parse: Callable[[object], _N], kind: str, strict: bool) -> Callable[[object], _N]:
+    """A parser that also requires the value > 0 (strict) or >= 0."""
+
+    def check(value: object) -> _N:
+        number = parse(value)
+        if number < 0 or (strict and number == 0):
+            raise ValueError(f"expected {kind} {'>' if strict else '>='} 0, got {value!r}")
+        return number
+
+    return check
+
+
+_nonneg_float = _bounded(_float, "a number", strict=False)
+_positive_float = _bounded(_float, "a number", strict=True)
+_nonneg_int = _bounded(_int, "an integer", strict=False)
+_positive_int = _bounded(_int, "an integer", strict=True)
 
 
 def _provider(value: object) -> str:
