@@ -66,13 +66,22 @@ class KernelInfo:
     normalizer: str
     head_dim: int
     stages: int
+    # Key blocks the entry lists per CTA (`cubridge_visit_cap`); past that the
+    # launcher takes the `<entry>_long` variant. None: the kernel has one entry.
+    visit_cap: int | None = None
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> KernelInfo:
+    def from_bytes(cls, raw: bytes, visit_cap: int | None = None) -> KernelInfo:
         v = [int.from_bytes(raw[4 * i:4 * i + 4], "little", signed=True) for i in range(7)]
         if v[4] not in NORMALIZERS:
             raise LaunchError(f"cubridge_kernel_info names unknown normaliser {v[4]}")
-        return cls(v[0], v[1], v[2], v[3], NORMALIZERS[v[4]], v[5], v[6])
+        return cls(v[0], v[1], v[2], v[3], NORMALIZERS[v[4]], v[5], v[6], visit_cap)
+
+    def entry_for(self, entry: str, seqlen_k: int) -> str:
+        """The entry point that handles Sk keys."""
+        blocks = (seqlen_k + self.block_n - 1) // self.block_n
+        return f"{entry}_long" if self.visit_cap is not None and blocks > self.visit_cap \
+            else entry
 
 
 @dataclass
@@ -91,7 +100,10 @@ class AttentionKernel:
         if device.index not in self._info:
             module = load_cubin(self.compiled.key, self.compiled.cubin_path, device)
             raw = module.read_global("cubridge_kernel_info", 28)
-            self._info[device.index] = KernelInfo.from_bytes(raw)
+            cap = None
+            if module.has_global("cubridge_visit_cap"):
+                cap = int.from_bytes(module.read_global("cubridge_visit_cap", 4), "little")
+            self._info[device.index] = KernelInfo.from_bytes(raw, cap)
         return self._info[device.index]
 
     def normalizer(self, device: torch.device) -> str:
@@ -117,7 +129,8 @@ class AttentionKernel:
         p.aux = pack_aux(aux, sq, sk)
         grid = ((sq + info.block_m - 1) // info.block_m, hq, b)
         with torch.cuda.device(device):
-            module.function(self.entry).launch(grid, (info.threads, 1, 1), info.smem_bytes, p)
+            module.function(info.entry_for(self.entry, sk)).launch(
+                grid, (info.threads, 1, 1), info.smem_bytes, p)
 
 
 def pack_aux(aux: Sequence[torch.Tensor], seqlen_q: int, seqlen_k: int) -> AuxArgs:

@@ -129,6 +129,11 @@ class LoadedModule:
             self._functions[name] = KernelFunction(name, handle, self.device)
         return self._functions[name]
 
+    def has_global(self, name: str) -> bool:
+        drv = _driver()
+        err, *_ = drv.cuModuleGetGlobal(self.handle, name.encode())
+        return err == drv.CUresult.CUDA_SUCCESS
+
     def read_global(self, name: str, nbytes: int) -> bytes:
         """Copy a __device__/__constant__ variable's bytes to the host."""
         drv = _driver()

@@ -86,10 +86,14 @@ ARG_NAMES = {"b": "b", "h": "h", "q": "q", "k": "k", "score": "s"}
 
 def render_value(node: Node, slots: Mapping[str, int],
                  aux_dtypes: Mapping[str, torch.dtype],
-                 bound: Mapping[Node, str] | None = None, fast: bool = False) -> str:
+                 bound: Mapping[Node, str] | None = None, fast: bool = False,
+                 contiguous_aux: bool = False) -> str:
     """`node` as a C++ expression over (s, b, h, q, k, aux); subexpressions in
     `bound` are referred to by the given names; `fast` picks the fast device
-    forms of float functions."""
+    forms of float functions; `contiguous_aux` reads aux tensors as having a
+    contiguous last dim (pack_aux makes them so), whose index then folds into
+    immediate offsets. score_mod uses it (it runs on every score); mask_mod
+    does not: there the folded addresses stayed live and spilled (document masks)."""
     bound = bound or {}
     templates = {**_TEMPLATES, **_FAST} if fast else _TEMPLATES
 
@@ -104,7 +108,11 @@ def render_value(node: Node, slots: Mapping[str, int],
             name = n.arg
             load_t = AUX_C_TYPES[aux_dtypes[name]]  # type: ignore[index]
             idx = ", ".join(go(a) for a in n.args) or "0"
-            read = f"cubridge::aux_load<{load_t}>(aux, {slots[name]}, {idx})"  # type: ignore[index]
+            if n.args and contiguous_aux:
+                read = (f"cubridge::aux_load_c<{load_t}, {len(n.args)}>"
+                        f"(aux, {slots[name]}, {idx})")  # type: ignore[index]
+            else:
+                read = f"cubridge::aux_load<{load_t}>(aux, {slots[name]}, {idx})"  # type: ignore[index]
             c_type = C_TYPES[n.dtype]
             return read if load_t == c_type else f"static_cast<{c_type}>({read})"
         if n.op == "aux_size":
@@ -238,13 +246,15 @@ def render_int_interval(node: Node) -> str | None:
 
 
 def render_body(node: Node, slots: Mapping[str, int],
-                aux_dtypes: Mapping[str, torch.dtype], fast: bool = False) -> list[str]:
+                aux_dtypes: Mapping[str, torch.dtype], fast: bool = False,
+                contiguous_aux: bool = False) -> list[str]:
     """Statements computing `node`: one `const T tN = ...;` per repeated
     subexpression, then `return ...;`."""
     bound: dict[Node, str] = {}
     lines = []
     for n in shared_subexpressions(node):
         lines.append(f"  const {C_TYPES[n.dtype]} t{len(bound)} = "
-                     f"{render_value(n, slots, aux_dtypes, bound, fast)};")
+                     f"{render_value(n, slots, aux_dtypes, bound, fast, contiguous_aux)};")
         bound[n] = f"t{len(bound)}"
-    return [*lines, f"  return {render_value(node, slots, aux_dtypes, bound, fast)};"]
+    return [*lines,
+            f"  return {render_value(node, slots, aux_dtypes, bound, fast, contiguous_aux)};"]

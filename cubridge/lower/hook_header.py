@@ -64,6 +64,8 @@ class HookHeader:
             if t.dtype != s.dtype or t.dim() != s.rank:
                 raise ValueError(f"aux {s.name!r}: hooks were generated for {s.dtype} rank "
                                  f"{s.rank}, got {t.dtype} rank {t.dim()}")
+            if t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
+                t = t.contiguous()  # the generated reads assume a contiguous last dim
             out.append(t)
         return out
 
@@ -231,7 +233,8 @@ def generate_header(plan: HookPlan) -> HookHeader:
                   f"constexpr int kTableBlockN = {plan.table_block[1]};", ""]
     if plan.score:
         body = "\n".join([_unused("s", "b", "h", "q", "k", "aux"),
-                          *render_body(plan.score.node, slot_of, dtypes, fast=True)])
+                          *render_body(plan.score.node, slot_of, dtypes, fast=True,
+                                      contiguous_aux=True)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))

@@ -31,9 +31,10 @@ from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_sc
 
 Classification = Literal["none", "interval", "table"]
 
-# Tile of the host-side tables by default: the fa_sm80 kernel's block_m x
-# block_n. Lookups stay correct for other kernel tiles (they combine tiles).
-DEFAULT_TABLE_BLOCK = (128, 64)
+# Tile of the host-side tables by default: one warp's rows of the fa_sm80 kernel
+# (block_m / num_warps) x block_n, since it classifies key blocks per warp.
+# Lookups stay correct for other kernel tiles (they combine tiles).
+DEFAULT_TABLE_BLOCK = (32, 64)
 
 
 @dataclass(frozen=True)

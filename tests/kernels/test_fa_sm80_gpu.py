@@ -185,3 +185,20 @@ def test_entry_point_under_torch_compile_and_patched_source():
     text = fa_sm80.metadata().source.read_text() + "\n// patched by lowering\n"
     out, _ = fa_sm80.attention(q, k, v, causal=True, source=text)
     assert torch.equal(out, fa_sm80.attention(q, k, v, causal=True)[0])
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+def test_blocks_past_the_visit_list_are_classified_on_the_fly(cap):
+    """A CTA lists at most CUBRIDGE_VISIT_CAP live key blocks; later ones are
+    found by classifying on the fly. Lowered here, so short sequences cross it:
+    EMPTY runs, per-warp kinds and the key tail on both sides of the boundary."""
+    source = f"#define CUBRIDGE_VISIT_CAP {cap}\n" + fa_sm80.metadata().source.read_text()
+    q, k, v = _inputs(1, 4, 4, 300, 700, 64, torch.float16)
+    out, lse = fa_sm80.attention(
+        q, k, v, hooks_header=(HOOKS / "alternate_blocks.cuh").read_text(), source=source)
+    ref, ref_lse = reference_attention(q, k, v, mask=lambda qi, ki, hi: (ki // 64) % 2 == 0)
+    assert rel_error(out, ref) < tolerance(torch.float16)
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-3
+    q, k, v = _inputs(2, 4, 2, 517, 517, 128, torch.bfloat16)
+    out, lse = fa_sm80.attention(q, k, v, causal=True, source=source)
+    assert torch.equal(out, fa_sm80.attention(q, k, v, causal=True)[0])

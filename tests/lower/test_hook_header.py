@@ -12,7 +12,7 @@ from cubridge.attention import Shape
 from cubridge.lower.cuda_render import RenderError, c_literal, int_interval_bound
 from cubridge.lower.hook_header import generate_header
 from cubridge.transfer.expr import DType
-from cubridge.transfer.hooks import plan_hooks
+from cubridge.transfer.hooks import DEFAULT_TABLE_BLOCK, plan_hooks
 
 SHAPE = Shape(b=2, hq=4, hk=2, sq=300, sk=260, d=64)
 
@@ -48,7 +48,9 @@ def test_manifest_and_packing_of_a_table_variant():
     aux = spec.make_aux(SHAPE, torch.Generator().manual_seed(0), torch.device("cpu"))
     packed = header.pack_aux(aux, SHAPE)
     assert packed[0] is aux["doc_id"]
-    assert packed[1].shape == (SHAPE.b, 1, 3, 5) and packed[2].shape == (SHAPE.b, 1, 3, 2)
+    bm, bn = DEFAULT_TABLE_BLOCK  # one table row per warp of fa_sm80 (32 x 64)
+    nq, nk = math.ceil(SHAPE.sq / bm), math.ceil(SHAPE.sk / bn)
+    assert packed[1].shape == (SHAPE.b, 1, nq, nk) and packed[2].shape == (SHAPE.b, 1, nq, 2)
 
 
 def test_packing_errors_name_the_aux():

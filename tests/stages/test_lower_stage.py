@@ -35,7 +35,7 @@ x
 """
 COMPILES = """A comment only: the cosine scaling itself is not part of this test.
 
-@@@ insert before "extern \\"C\\" __global__"
+@@@ insert before "extern \\"C\\" __constant__ int cubridge_kernel_info"
 // lowered by cubridge (test reply)
 @@@ end
 """

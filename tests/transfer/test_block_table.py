@@ -11,7 +11,7 @@ from hook_variants import VARIANTS, document_causal, share_question
 from cubridge.attention import Shape
 from cubridge.transfer import block_table
 from cubridge.transfer.block_table import BlockTableCache, build_block_table
-from cubridge.transfer.hooks import plan_hooks
+from cubridge.transfer.hooks import DEFAULT_TABLE_BLOCK, plan_hooks
 
 SHAPE = Shape(b=3, hq=2, hk=1, sq=700, sk=650, d=64)
 
@@ -136,5 +136,5 @@ def test_plan_passes_the_mask_every_aux_it_takes():
     assert isinstance(plan, HookPlan) and plan.classification == "table"
     assert set(plan.mask_aux(aux)) == {"doc_id", "unused"}
     table = plan.block_table(SHAPE, aux)
-    kinds, _ = _brute(_dense(mask, plan.mask_aux(aux), SHAPE.b, 1), 128, 64)
+    kinds, _ = _brute(_dense(mask, plan.mask_aux(aux), SHAPE.b, 1), *DEFAULT_TABLE_BLOCK)
     np.testing.assert_array_equal(table.kinds.numpy(), kinds)

@@ -49,4 +49,20 @@ CUBRIDGE_HD T aux_load(const AuxArgs& aux, int i, int64_t i0, int64_t i1 = 0, in
   return static_cast<const T*>(t.data)[off];
 }
 
+// The same read for a tensor of rank `kRank` whose last dimension is contiguous
+// (the launcher makes it so: HookHeader.pack_aux). Generated hooks use it: the
+// last index, affine in the lane for most hooks, then folds into immediate
+// offsets instead of a 64-bit multiply by a runtime stride per element.
+template <typename T, int kRank>
+CUBRIDGE_HD T aux_load_c(const AuxArgs& aux, int i, int64_t i0, int64_t i1 = 0, int64_t i2 = 0,
+                         int64_t i3 = 0) {
+  static_assert(kRank >= 1 && kRank <= kMaxAuxRank, "aux rank");
+  const AuxTensor& t = aux.t[i];
+  // (kRank is a constant: the compiler drops the terms past it)
+  const int64_t off = (kRank == 1 ? i0 : i0 * t.stride[0]) +
+                      (kRank == 2 ? i1 : kRank > 2 ? i1 * t.stride[1] : 0) +
+                      (kRank == 3 ? i2 : kRank > 3 ? i2 * t.stride[2] : 0) + (kRank == 4 ? i3 : 0);
+  return static_cast<const T*>(t.data)[off];
+}
+
 }  // namespace cubridge

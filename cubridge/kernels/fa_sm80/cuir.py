@@ -20,6 +20,12 @@ Every load is issued at least a full phase before it is needed. The variant ente
 through the hooks only (docs/hooks.md): kv_block_range bounds the key loop,
 EMPTY blocks are never loaded, FULL blocks are unmasked except at the key
 tail, PARTIAL blocks apply mask_mod.
+
+fa_sm80.cu refines the classification per warp (32-row slices, listed for the
+whole range before the loop): a warp skips a block EMPTY for its rows and runs
+one FULL for its rows unmasked. This program keeps the query-block kind; the
+results are the same, since an all-masked block changes no row's max, sum or
+output, and a mask that allows everything changes nothing.
 """
 
 from __future__ import annotations

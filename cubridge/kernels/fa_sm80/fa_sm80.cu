@@ -12,11 +12,17 @@
 //
 // so every load is issued a full phase before it is needed. The variant's logic
 // enters only through the hooks of "cubridge_hooks.cuh" (docs/hooks.md):
-// kv_block_range bounds the key loop, EMPTY blocks are never loaded, FULL
-// blocks run unmasked, PARTIAL blocks and the key tail get per-element masks.
+// kv_block_range bounds the key loop; before the loop every key block in it is
+// classified per warp, in parallel, into a shared-memory visit list of the live
+// blocks, so EMPTY blocks are never loaded; a warp skips the blocks EMPTY for
+// its rows, runs FULL ones unmasked, and masks PARTIAL ones and the tails per
+// element.
 //
+// Entry points: fa_sm80_fwd, and fa_sm80_fwd_long for key ranges longer than
+// the visit list (its blocks past the list are classified in the loop).
 // Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128, required), CUBRIDGE_DTYPE_FP16
-// (else bf16), CUBRIDGE_BLOCK_M, CUBRIDGE_BLOCK_N, CUBRIDGE_NUM_WARPS.
+// (else bf16), CUBRIDGE_BLOCK_M, CUBRIDGE_BLOCK_N, CUBRIDGE_NUM_WARPS (<= 8),
+// CUBRIDGE_VISIT_CAP.
 #include "hook_types.cuh"
 #include "sm80_primitives.cuh"
 #include "cubridge_hooks.cuh"
@@ -61,6 +67,12 @@ constexpr int kChunks = kHeadDim / 8;    // 16-byte chunks per tile row
 constexpr int kTileBytesQ = kBlockM * kHeadDim * sizeof(Element);
 constexpr int kTileBytesKv = kBlockN * kHeadDim * sizeof(Element);
 constexpr int kSmemBytes = kTileBytesQ + 2 * kStages * kTileBytesKv;
+#ifndef CUBRIDGE_VISIT_CAP
+#define CUBRIDGE_VISIT_CAP 2048
+#endif
+// Key blocks a CTA's visit list holds (Sk up to 131072 at block_n 64); the rest
+// are classified on the fly. Tests lower it to cover that path.
+constexpr int kVisitCap = CUBRIDGE_VISIT_CAP;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -68,6 +80,7 @@ static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
 static_assert(kBlockM % (16 * kNumWarps) == 0, "each warp owns whole 16-row slabs");
 static_assert(kBlockN % 16 == 0, "key blocks are whole MMA k-steps");
 static_assert(kChunks >= 8, "the XOR swizzle spans 8 chunks");
+static_assert(kNumWarps <= 8, "a key block's per-warp kinds fill 16 bits");
 
 // Kernel parameters; mirrored field for field by cubridge/build/attention_op.py.
 struct FwdParams {
@@ -247,7 +260,8 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
 // Turn raw Q K^T values into the normaliser's input: scale, score_mod, the
 // activation of elementwise normalisers, and (when `kMasked`) the precomputed
 // mask: masked scores become -inf for softmax, 0 for elementwise normalisers.
-template <bool kMasked>
+// `kTail`: the block holds the query or key tail (then also kMasked).
+template <bool kMasked, bool kTail>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4],
                                                  const uint32_t (&bits)[kMTiles],
                                                  const FwdParams& p, int b, int h, int row0,
@@ -259,7 +273,10 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int q = row0 + mt * 16 + g + 8 * half;
-      const int q_hook = min(q, p.seqlen_q - 1);
+      // Rows past Sq are discarded and keys past Sk masked; only tail blocks clamp
+      // them (so hooks never index aux tensors out of bounds): elsewhere q and k stay
+      // affine in the lane, and a score_mod's aux reads at q - k share addresses.
+      const int q_hook = kTail ? min(q, p.seqlen_q - 1) : q;
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
@@ -267,9 +284,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
           const int k = k0 + j * 8 + 2 * t + e;
           float& x = s[mt][j][2 * half + e];
           if constexpr (hooks::kHasScoreMod) {
-            // Rows past Sq are discarded and keys past Sk (only in masked blocks)
-            // masked; clamp both so hooks never index aux tensors out of bounds.
-            x = hooks::score_mod(x * p.scale, b, h, q_hook, kMasked ? min(k, p.seqlen_k - 1) : k,
+            x = hooks::score_mod(x * p.scale, b, h, q_hook, kTail ? min(k, p.seqlen_k - 1) : k,
                                  p.aux);
           }
           if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
@@ -357,14 +372,18 @@ extern "C" __constant__ int cubridge_kernel_info[7] = {
     static_cast<int>(cubridge_hooks::kNormalizer), fa_sm80::kHeadDim,
     fa_sm80::kStages};
 
-// Grid: (query blocks, query heads, batch). Query blocks run last-first so that
-// the longest causal rows start first.
-extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
-    fa_sm80_fwd(const __grid_constant__ FwdParams p) {
-  using namespace fa_sm80;
+namespace fa_sm80 {
+
+// The kernel body. kLongKeys: the key range of a CTA may exceed the visit list
+// (more than kVisitCap key blocks), and blocks past it are classified on the fly.
+// That is a separate entry point so that the usual one carries none of that code
+// (and none of its registers) in its key loop; the launcher picks it by Sk.
+template <bool kLongKeys>
+__device__ __forceinline__ void attention_fwd(const FwdParams& p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
+  // Query blocks run last-first, so that the longest causal rows start first.
   const int m_block = gridDim.x - 1 - blockIdx.x;
   const int h = blockIdx.y;
   const int b = blockIdx.z;
@@ -381,25 +400,85 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
   const uint32_t k_slots = q_tile + kTileBytesQ;
   const uint32_t v_slots = k_slots + kStages * kTileBytesKv;
 
+  // Q first: its copy overlaps the classification below (wasted only by CTAs with
+  // no live key block, rare). It joins the commit group of the first K tile.
+  load_tile_async<kBlockM>(q_tile, q_head, p.q_row_stride, q_start, p.seqlen_q);
+
   const KvRange range =
       hooks::kv_block_range(b, h, q_start, q_end, kBlockN, num_kv_blocks, p.aux);
   const int lo = max(range.lo, 0);
   const int hi = min(range.hi, num_kv_blocks);
-  // The block's arguments go through opaque() so that the compiler recomputes a
-  // hook's query-block terms per call instead of keeping them live across the
-  // whole key loop (registers are the scarce resource here).
-  auto kind_of = [&](int n) {
-    return hooks::block_kind(opaque(b), opaque(h), opaque(q_start), opaque(q_end),
-                             n * kBlockN, min((n + 1) * kBlockN, p.seqlen_k), p.aux);
+  if constexpr (!kLongKeys) {
+    if (num_kv_blocks > kVisitCap) __trap();  // the launcher takes fa_sm80_fwd_long
+  }
+  const int warp_row0 = q_start + warp * kWarpRows;
+
+  // Kinds of key block n for each warp's rows, kNumWarps fields of 2 bits (0: EMPTY
+  // for every warp). A warp skips the blocks that are EMPTY for its rows and runs
+  // unmasked where they are FULL, so masks pay at warp, not CTA, granularity. The
+  // arguments go through opaque() so that the compiler recomputes a hook's
+  // query-block terms per call instead of keeping them live across the key loop.
+  auto classify = [&](int n) {
+    uint32_t kinds = 0;
+#pragma unroll
+    for (int w = 0; w < kNumWarps; ++w) {
+      const int r0 = opaque(q_start) + w * kWarpRows;
+      if (r0 < q_end) {
+        const BlockKind kind =
+            hooks::block_kind(opaque(b), opaque(h), r0, min(r0 + kWarpRows, q_end), n * kBlockN,
+                              min((n + 1) * kBlockN, p.seqlen_k), p.aux);
+        kinds |= static_cast<uint32_t>(kind) << (2 * w);
+      }
+    }
+    return kinds;
   };
-  // The next key block at or after n that is not EMPTY (hi when none is left),
-  // packed with its kind as 2 * block + (PARTIAL ? 1 : 0): each block is
-  // classified once (a table-driven block_kind is a global load), and its kind
-  // travels with it through the pipeline in the same register.
-  auto next_block = [&](int n) {
-    BlockKind kind = BlockKind::Empty;
-    while (n < hi && (kind = kind_of(n)) == BlockKind::Empty) ++n;
-    return 2 * n + (kind == BlockKind::Partial ? 1 : 0);
+
+  // The visit list: every key block of [lo, hi) that is live for some warp, in
+  // order, as (n << 16) | kinds. All blocks are classified once, in parallel, before
+  // the loop: a table-driven block_kind is a global load, and masks with long EMPTY
+  // runs (global tokens, shared prefixes) would otherwise be stepped over one by one
+  // between the loop's barriers. Blocks past the list's capacity are classified on
+  // the fly.
+  __shared__ uint32_t visit[kVisitCap];
+  __shared__ int live_per_warp[kNumWarps];
+  // the list's length, and the first block it does not cover (hi when it covers all);
+  // kept in shared memory: registers are the scarce resource in the key loop
+  __shared__ int visit_len, scan_from;
+  const int listed = max(min(hi - lo, kVisitCap), 0);
+  int num_listed = 0;
+  for (int base = 0; base < listed; base += kThreads) {
+    const int i = base + threadIdx.x;
+    const uint32_t kinds = i < listed ? classify(lo + i) : 0u;
+    const uint32_t live = __ballot_sync(0xffffffffu, kinds != 0);
+    if (lane == 0) live_per_warp[warp] = __popc(live);
+    __syncthreads();
+    int offset = num_listed;
+#pragma unroll
+    for (int w = 0; w < kNumWarps; ++w) {
+      const int c = live_per_warp[w];
+      offset += w < warp ? c : 0;
+      num_listed += c;
+    }
+    if (kinds != 0) {
+      visit[offset + __popc(live & ((1u << lane) - 1u))] =
+          (static_cast<uint32_t>(lo + i) << 16) | kinds;
+    }
+    __syncthreads();  // live_per_warp is free again
+  }
+  if (threadIdx.x == 0) {
+    visit_len = num_listed;
+    scan_from = lo + listed < hi ? lo + listed : hi;
+  }
+  __syncthreads();
+  // The idx-th live block (past the list, with kLongKeys: the first live block
+  // after `prev`, classified on the fly), or hi << 16 when none is left.
+  auto visit_code = [&](int idx, int prev) -> uint32_t {
+    if (idx < visit_len) return visit[idx];
+    if constexpr (!kLongKeys) return static_cast<uint32_t>(hi) << 16;
+    int n = max(prev + 1, scan_from);
+    uint32_t kinds = 0;
+    while (n < hi && (kinds = classify(n)) == 0) ++n;
+    return (static_cast<uint32_t>(n) << 16) | kinds;
   };
   auto load_k = [&](int n, int slot) {
     if (n < hi) {
@@ -430,31 +509,34 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
   }
   // Scores are in natural units after score_mod; otherwise the scale folds into exp2.
   const float to_log2 = hooks::kHasScoreMod ? kLog2e : p.scale_log2;
-  const int warp_row0 = q_start + warp * kWarpRows;
   const int quarter = lane >> 3;  // which of ldmatrix's four 8x8 matrices this lane addresses
   const LdsmLane row_major_lane = ldsm_lane((lane & 7) + (quarter & 1) * 8, quarter >> 1);
   const LdsmLane key_major_lane = ldsm_lane((lane & 7) + (quarter >> 1) * 8, quarter & 1);
 
-  int code = next_block(lo);  // the current block, packed as next_block returns it
-  if ((code >> 1) < hi) {
-    // Prologue: commit groups [Q + K(n0)], [V(n0)], [K(n1)].
-    load_tile_async<kBlockM>(q_tile, q_head, p.q_row_stride, q_start, p.seqlen_q);
-    load_k(code >> 1, 0);
-    load_v(code >> 1, 0);
-    int code_next = next_block((code >> 1) + 1);
-    load_k(code_next >> 1, 1);
-    int slot = 0;
-    while ((code >> 1) < hi) {
-      const int n = code >> 1;
-      const int n_next = code_next >> 1;
+  uint32_t code = visit_code(0, lo - 1);  // the current block, as the list packs it
+  if (static_cast<int>(code >> 16) < hi) {
+    // Prologue: commit groups [Q + K(n0)], [V(n0)], [K(n1)] (Q's copies were issued
+    // first thing).
+    load_k(code >> 16, 0);
+    load_v(code >> 16, 0);
+    uint32_t code_next = visit_code(1, code >> 16);
+    load_k(code_next >> 16, 1);
+    // idx counts the blocks visited so far; its parity is the shared-memory slot
+    for (int idx = 0; static_cast<int>(code >> 16) < hi; ++idx) {
+      const int slot = idx & 1;
+      const int n = code >> 16;
+      const int n_next = code_next >> 16;
+      const uint32_t kind = (code >> (2 * (opaque(threadIdx.x) / 32))) & 3u;  // this warp's BlockKind
+      const bool live = kind != static_cast<uint32_t>(BlockKind::Empty);
+      // A block holding the query or key tail is masked for bounds, and clamps.
+      const bool tail = (n + 1) * kBlockN > p.seqlen_k || q_start + kBlockM > p.seqlen_q;
       // Build the mask before S is live in registers (a generated mask_mod may
       // read aux tensors, and S leaves no registers spare).
-      const bool masked = (hooks::kHasMaskMod && (code & 1)) || (n + 1) * kBlockN > p.seqlen_k;
+      const bool masked =
+          (hooks::kHasMaskMod && kind == static_cast<uint32_t>(BlockKind::Partial)) || tail;
       uint32_t bits[kMTiles];
-      if (masked) {
-        // (without a mask_mod only the key tail is ever masked)
-        if (!hooks::kHasMaskMod || (n + 1) * kBlockN > p.seqlen_k ||
-            q_start + kBlockM > p.seqlen_q) {
+      if (live && masked) {
+        if (tail) {
           block_mask<true>(bits, p, b, h, warp_row0, n * kBlockN, lane);
         } else {
           block_mask<false>(bits, p, b, h, warp_row0, n * kBlockN, lane);
@@ -465,36 +547,41 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
       __syncthreads();
       load_v(n_next, slot ^ 1);
 
-      float s[kMTiles][kNTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-        for (int j = 0; j < kNTiles; ++j) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
-      }
-      gemm_qk(s, q_tile, k_slots + slot * kTileBytesKv, warp, row_major_lane, key_major_lane);
-
-      if (masked) {
-        scores_to_logits<true>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
-      } else {
-        scores_to_logits<false>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
-      }
-      if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
-        online_softmax(s, o, row_max, row_sum, to_log2);
-      }
       uint32_t prob[kMTiles][kPvSteps][4];
-      probs_to_fragments(s, prob);
+      if (live) {
+        float s[kMTiles][kNTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+          for (int j = 0; j < kNTiles; ++j) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
+        }
+        gemm_qk(s, q_tile, k_slots + slot * kTileBytesKv, warp, row_major_lane, key_major_lane);
+
+        if (tail) {
+          scores_to_logits<true, true>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
+        } else if (masked) {
+          scores_to_logits<true, false>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
+        } else {
+          scores_to_logits<false, false>(s, bits, p, b, h, warp_row0, n * kBlockN, lane);
+        }
+        if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+          online_softmax(s, o, row_max, row_sum, to_log2);
+        }
+        probs_to_fragments(s, prob);
+      }
 
       cp_async_wait<2>();  // V(n) landed; V(n_next), K(n_next) may be in flight
       __syncthreads();     // ... and every warp is done reading K(n)'s slot
-      const int code_after = n_next < hi ? next_block(n_next + 1) : 2 * hi;
-      load_k(code_after >> 1, slot);
-      gemm_pv(o, prob, v_slots + slot * kTileBytesKv, row_major_lane);
+      const uint32_t code_after =
+          n_next < hi ? visit_code(idx + 2, n_next) : static_cast<uint32_t>(hi) << 16;
+      load_k(code_after >> 16, slot);
+      if (live) gemm_pv(o, prob, v_slots + slot * kTileBytesKv, row_major_lane);
 
       code = code_next;
       code_next = code_after;
-      slot ^= 1;
     }
   }
+  cp_async_commit();  // (Q alone, when no key block was live)
   cp_async_wait<0>();
 
   // Epilogue: normalise, write O (and the natural-log LSE) for in-range rows.
@@ -526,3 +613,20 @@ extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
     }
   }
 }
+
+}  // namespace fa_sm80
+
+// Entry points (grid: query blocks, query heads, batch). The launcher takes the
+// _long one when Sk has more key blocks than `cubridge_visit_cap`.
+extern "C" __constant__ int cubridge_visit_cap = fa_sm80::kVisitCap;
+
+extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
+    fa_sm80_fwd(const __grid_constant__ FwdParams p) {
+  fa_sm80::attention_fwd<false>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(fa_sm80::kThreads, 2)
+    fa_sm80_fwd_long(const __grid_constant__ FwdParams p) {
+  fa_sm80::attention_fwd<true>(p);
+}
+
