@@ -49,7 +49,8 @@ def test_json_output_parses(capsys):
     data = json.loads(capsys.readouterr().out)
     names = [f["name"] for f in data["findings"]]
     assert "torch" in names and "nvcc" in names
-    assert {s["name"] for s in data["stages"]} >= {"compile", "GPU verify", "bench", "LLM path (hosted models)"}
+    stages = {s["name"] for s in data["stages"]}
+    assert stages >= {"compile", "GPU verify", "bench", "LLM path (hosted models)"}
 
 
 def test_stages_name_what_is_missing():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from cubridge.attention import Shape
+from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.pipeline.lowered import LoweredKernel
 from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
 from cubridge.pipeline.variant import VariantKernel
@@ -320,9 +321,12 @@ def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
             {n: r.to_json() for n, r in built}, indent=1))
         run_dir.write("kernel.py", MODULE_TEMPLATE.format(name=spec.name))
         rec.artifacts += [n for n, _ in built] + ["resources.json", "kernel.py"]
-        # Spills in a generated variant cost speed, not correctness: report them.
+        # Spills in a generated variant cost speed, not correctness: report them,
+        # against the budget a variant may have (build.resources.SPILL_BUDGET_BYTES).
         regs = ", ".join(f"{n.split('_' + arch)[0]}: {r.registers} regs"
-                         + (f", SPILLS {r.spill_store_bytes} B" if r.spills else "")
+                         + (f", {r.spill_bytes} B of spill traffic "
+                            f"({'within' if r.within_spill_budget else 'OVER'} the "
+                            f"{SPILL_BUDGET_BYTES} B budget)" if r.spills else "")
                          for n, r in built)
         spilled = any(r.spills for _, r in built)
         rec.summary = (f"nvcc {arch}: {len(built)} cubin(s), "
