@@ -55,6 +55,9 @@ class FwdParams(ctypes.Structure):
     ]
 
 
+MAX_KEY_BLOCKS = 0xFFFF  # key blocks per sequence of kernels with a visit list
+
+
 @dataclass(frozen=True)
 class KernelInfo:
     """Launch facts the cubin states about itself (`cubridge_kernel_info`)."""
@@ -80,8 +83,12 @@ class KernelInfo:
     def entry_for(self, entry: str, seqlen_k: int) -> str:
         """The entry point that handles Sk keys."""
         blocks = (seqlen_k + self.block_n - 1) // self.block_n
-        return f"{entry}_long" if self.visit_cap is not None and blocks > self.visit_cap \
-            else entry
+        if self.visit_cap is None:
+            return entry
+        if blocks > MAX_KEY_BLOCKS:  # a visit-list entry holds the block in 16 bits
+            raise LaunchError(f"Sk = {seqlen_k} is {blocks} key blocks of {self.block_n}; "
+                              f"this kernel handles at most {MAX_KEY_BLOCKS}")
+        return f"{entry}_long" if blocks > self.visit_cap else entry
 
 
 @dataclass
