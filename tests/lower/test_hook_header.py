@@ -99,3 +99,22 @@ def test_integer_intervals_where_they_are_exact():
     assert bound(lambda b, h, q, k: (q - k) * 0.5 < 3.0) is None  # floats
     doc = torch.zeros(1, 8, dtype=torch.int32)
     assert bound(lambda b, h, q, k, *, doc: doc[b, q] == doc[b, k], {"doc": doc}) is None
+
+
+def test_score_mod_aux_reads_assume_and_get_a_contiguous_last_dim():
+    spec = VARIANTS["relative_position"]
+    header = generate_header(plan_hooks(spec))
+    assert "cubridge::aux_load_c<float, 2>(aux, 0, h," in header.text
+    aux = spec.make_aux(SHAPE, torch.Generator().manual_seed(0), torch.device("cpu"))
+    strided = aux["rel_bias"].t().contiguous().t()  # same values, last-dim stride != 1
+    assert strided.stride(-1) != 1
+    (packed,) = header.pack_aux({**aux, "rel_bias": strided}, SHAPE)
+    assert packed.stride(-1) == 1 and torch.equal(packed, strided)
+    (same,) = header.pack_aux(aux, SHAPE)
+    assert same is aux["rel_bias"]  # already contiguous: no copy
+
+
+def test_mask_mod_aux_reads_keep_runtime_strides():
+    text = generate_header(plan_hooks(VARIANTS["document_causal"])).text
+    mask = text[text.index("bool mask_mod("):text.index("float activation(")]
+    assert "aux_load<" in mask and "aux_load_c<" not in mask
