@@ -247,14 +247,20 @@ def render_int_interval(node: Node) -> str | None:
 
 def render_body(node: Node, slots: Mapping[str, int],
                 aux_dtypes: Mapping[str, torch.dtype], fast: bool = False,
-                contiguous_aux: bool = False) -> list[str]:
+                contiguous_aux: bool = False,
+                pre_bound: Mapping[Node, str] | None = None) -> list[str]:
     """Statements computing `node`: one `const T tN = ...;` per repeated
-    subexpression, then `return ...;`."""
-    bound: dict[Node, str] = {}
+    subexpression, then `return ...;`. Subexpressions in `pre_bound` are
+    spelled as given (staged reads)."""
+    bound: dict[Node, str] = dict(pre_bound or {})
     lines = []
+    temps = 0
     for n in shared_subexpressions(node):
-        lines.append(f"  const {C_TYPES[n.dtype]} t{len(bound)} = "
+        if n in bound:
+            continue
+        lines.append(f"  const {C_TYPES[n.dtype]} t{temps} = "
                      f"{render_value(n, slots, aux_dtypes, bound, fast, contiguous_aux)};")
-        bound[n] = f"t{len(bound)}"
+        bound[n] = f"t{temps}"
+        temps += 1
     return [*lines,
             f"  return {render_value(node, slots, aux_dtypes, bound, fast, contiguous_aux)};"]

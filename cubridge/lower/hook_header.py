@@ -17,6 +17,7 @@ import torch
 
 from cubridge.attention import Shape
 from cubridge.lower.cuda_render import render_body, render_int_interval, render_interval
+from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
 
@@ -244,6 +245,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
     parts.append(_function("mask_mod", body))
+    parts += render_staged_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))

@@ -2,6 +2,7 @@
 // library and by the hook headers that lowering generates.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define CUBRIDGE_HD __host__ __device__ __forceinline__
@@ -38,6 +39,35 @@ struct AuxArgs {
   int seqlen_q;
   int seqlen_k;
 };
+
+// Staged reads (docs/hooks.md): mask_mod's aux reads that depend on the key
+// only (or the query only) are evaluated once per key block (query block) into
+// shared memory, 32-bit patterns, read `i` of one position at at[i * stride].
+struct Staged {
+  const uint32_t* at;
+  int stride;
+  CUBRIDGE_HD uint32_t operator[](int i) const { return at[i * stride]; }
+};
+
+CUBRIDGE_HD uint32_t staged_bits(int v) { return static_cast<uint32_t>(v); }
+CUBRIDGE_HD uint32_t staged_bits(bool v) { return v ? 1u : 0u; }
+CUBRIDGE_HD uint32_t staged_bits(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return u;
+}
+template <typename T>
+CUBRIDGE_HD T staged_value(uint32_t u);
+template <>
+CUBRIDGE_HD int staged_value<int>(uint32_t u) { return static_cast<int>(u); }
+template <>
+CUBRIDGE_HD bool staged_value<bool>(uint32_t u) { return u != 0u; }
+template <>
+CUBRIDGE_HD float staged_value<float>(uint32_t u) {
+  float v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
 
 // Typed element read of aux tensor `i` at a multi-index (unused trailing
 // indices are 0). Generated hooks use only this to touch aux memory.

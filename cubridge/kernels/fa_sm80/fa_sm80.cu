@@ -81,6 +81,38 @@ static_assert(kBlockM % (16 * kNumWarps) == 0, "each warp owns whole 16-row slab
 static_assert(kBlockN % 16 == 0, "key blocks are whole MMA k-steps");
 static_assert(kChunks >= 8, "the XOR swizzle spans 8 chunks");
 static_assert(kNumWarps <= 8, "a key block's per-warp kinds fill 16 bits");
+static_assert(kBlockM <= kThreads && kBlockN <= kThreads, "one thread per staged position");
+
+// mask_mod's staged reads (docs/hooks.md): values of the key-only reads of each
+// key block and the query-only reads of the query block, in shared memory.
+// Headers that provide them define CUBRIDGE_HOOKS_STAGED_READS (generated ones
+// do); with others (the library's, hand-written ones) nothing is staged.
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+constexpr int kKeyStaged = kKeyStaged;
+constexpr int kRowStaged = kRowStaged;
+__device__ __forceinline__ uint32_t key_staged(int i, int b, int h, int k, const AuxArgs& aux) {
+  return key_staged(i, b, h, k, aux);
+}
+__device__ __forceinline__ uint32_t row_staged(int i, int b, int h, int q, const AuxArgs& aux) {
+  return row_staged(i, b, h, q, aux);
+}
+__device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Staged rows,
+                                                Staged keys, const AuxArgs& aux) {
+  return hooks::mask_mod_staged(b, h, q, k, rows, keys, aux);
+}
+#else
+constexpr int kKeyStaged = 0;
+constexpr int kRowStaged = 0;
+__device__ __forceinline__ uint32_t key_staged(int, int, int, int, const AuxArgs&) { return 0u; }
+__device__ __forceinline__ uint32_t row_staged(int, int, int, int, const AuxArgs&) { return 0u; }
+__device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Staged, Staged,
+                                                const AuxArgs& aux) {
+  return hooks::mask_mod(b, h, q, k, aux);
+}
+#endif
+constexpr bool kStagedMask = kKeyStaged + kRowStaged > 0;
+constexpr int kKeyStagedRows = kKeyStaged > 0 ? kKeyStaged : 1;
+constexpr int kRowStagedRows = kRowStaged > 0 ? kRowStaged : 1;
 
 // Kernel parameters; mirrored field for field by cubridge/build/attention_op.py.
 struct FwdParams {
@@ -216,9 +248,13 @@ __device__ __forceinline__ void gemm_pv(float (&o)[kMTiles][kDTiles][4],
 // Covers mask_mod and, with kTail, the key tail (k >= Sk) and rows past Sq.
 static_assert(kNTiles * 2 * 2 <= 32, "one 32-bit mask word per 16-row slab");
 
+// With staged reads, `rows` holds the query block's values (from row q_start)
+// and `keys` key block k0's.
 template <bool kTail>
 __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdParams& p, int b,
-                                           int h, int row0, int k0, int lane) {
+                                           int h, int row0, int k0, int lane,
+                                           const uint32_t* rows, const uint32_t* keys,
+                                           int q_start) {
   const int g = lane >> 2;
   const int t = lane & 3;
 #pragma unroll
@@ -232,22 +268,24 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int k = k0 + j * 8 + 2 * t + e;
-          bool allowed = true;
-          if constexpr (kTail) {
-            // Only blocks holding the query or key tail pay for bounds and clamps;
-            // elsewhere q and k stay affine in the lane, which the compiler folds
-            // into immediates (one compare per element for q - k < w).
-            allowed = k < p.seqlen_k;
-            if constexpr (hooks::kHasMaskMod) {
-              allowed = allowed & (q < p.seqlen_q) &
-                        hooks::mask_mod(b, h, min(q, p.seqlen_q - 1), min(k, p.seqlen_k - 1),
-                                        p.aux);
-            }
-          } else if constexpr (hooks::kHasMaskMod) {
+          // Only blocks holding the query or key tail pay for bounds and clamps;
+          // elsewhere q and k stay affine in the lane, which the compiler folds
+          // into immediates (one compare per element for q - k < w).
+          const int qc = kTail ? min(q, p.seqlen_q - 1) : q;
+          const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+          bool allowed = kTail ? k < p.seqlen_k : true;
+          if constexpr (hooks::kHasMaskMod) {
+            if constexpr (kTail) allowed = allowed & (q < p.seqlen_q);
             // Evaluated on every element and combined without short-circuit, so the
             // hook's aux reads are unconditional: no branch per element, and reads
             // shared by elements (q-side, scalars) are loaded once.
-            allowed = hooks::mask_mod(b, h, q, k, p.aux);
+            if constexpr (kStagedMask) {
+              allowed = allowed & mask_mod_staged(b, h, qc, kc,
+                                                  Staged{rows + (qc - q_start), kBlockM},
+                                                  Staged{keys + (kc - k0), kBlockN}, p.aux);
+            } else {
+              allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
+            }
           }
           word |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
         }
@@ -469,7 +507,39 @@ __device__ __forceinline__ void attention_fwd(const FwdParams& p) {
     visit_len = num_listed;
     scan_from = lo + listed < hi ? lo + listed : hi;
   }
+  // Staged reads: the query block's values once; each key block's values are
+  // read from global memory one block ahead, held in registers over an
+  // iteration's compute and stored before its last barrier, so their latency is
+  // never between barriers.
+  __shared__ uint32_t staged_rows[kRowStagedRows][kBlockM];
+  __shared__ uint32_t staged_keys[kStages][kKeyStagedRows][kBlockN];
+  if constexpr (kRowStaged > 0) {
+    if (threadIdx.x < kBlockM) {
+      const int q = min(q_start + static_cast<int>(threadIdx.x), p.seqlen_q - 1);
+#pragma unroll
+      for (int i = 0; i < kRowStaged; ++i) {
+        staged_rows[i][threadIdx.x] = row_staged(i, b, h, q, p.aux);
+      }
+    }
+  }
   __syncthreads();
+  auto read_staged_keys = [&](int n, uint32_t (&vals)[kKeyStagedRows]) {
+    if constexpr (kKeyStaged > 0) {
+      if (threadIdx.x < kBlockN && n < hi) {
+        const int k = min(n * kBlockN + static_cast<int>(threadIdx.x), p.seqlen_k - 1);
+#pragma unroll
+        for (int i = 0; i < kKeyStaged; ++i) vals[i] = key_staged(i, b, h, k, p.aux);
+      }
+    }
+  };
+  auto store_staged_keys = [&](int slot, const uint32_t (&vals)[kKeyStagedRows]) {
+    if constexpr (kKeyStaged > 0) {
+      if (threadIdx.x < kBlockN) {
+#pragma unroll
+        for (int i = 0; i < kKeyStaged; ++i) staged_keys[slot][i][threadIdx.x] = vals[i];
+      }
+    }
+  };
   // The idx-th live block (past the list, with kLongKeys: the first live block
   // after `prev`, classified on the fly), or hi << 16 when none is left.
   auto visit_code = [&](int idx, int prev) -> uint32_t {
@@ -521,6 +591,12 @@ __device__ __forceinline__ void attention_fwd(const FwdParams& p) {
     load_v(code >> 16, 0);
     uint32_t code_next = visit_code(1, code >> 16);
     load_k(code_next >> 16, 1);
+    if constexpr (kKeyStaged > 0) {
+      uint32_t first_keys[kKeyStagedRows];
+      read_staged_keys(code >> 16, first_keys);
+      store_staged_keys(0, first_keys);
+      __syncthreads();
+    }
     // idx counts the blocks visited so far; its parity is the shared-memory slot
     for (int idx = 0; static_cast<int>(code >> 16) < hi; ++idx) {
       const int slot = idx & 1;
@@ -534,12 +610,17 @@ __device__ __forceinline__ void attention_fwd(const FwdParams& p) {
       // read aux tensors, and S leaves no registers spare).
       const bool masked =
           (hooks::kHasMaskMod && kind == static_cast<uint32_t>(BlockKind::Partial)) || tail;
+      uint32_t next_keys[kKeyStagedRows];  // staged reads of block n_next
+      read_staged_keys(n_next, next_keys);
       uint32_t bits[kMTiles];
       if (live && masked) {
+        const uint32_t* keys = &staged_keys[slot][0][0];
         if (tail) {
-          block_mask<true>(bits, p, b, h, warp_row0, n * kBlockN, lane);
+          block_mask<true>(bits, p, b, h, warp_row0, n * kBlockN, lane, &staged_rows[0][0], keys,
+                           q_start);
         } else {
-          block_mask<false>(bits, p, b, h, warp_row0, n * kBlockN, lane);
+          block_mask<false>(bits, p, b, h, warp_row0, n * kBlockN, lane, &staged_rows[0][0], keys,
+                            q_start);
         }
       }
 
@@ -570,6 +651,7 @@ __device__ __forceinline__ void attention_fwd(const FwdParams& p) {
         probs_to_fragments(s, prob);
       }
 
+      store_staged_keys(slot ^ 1, next_keys);
       cp_async_wait<2>();  // V(n) landed; V(n_next), K(n_next) may be in flight
       __syncthreads();     // ... and every warp is done reading K(n)'s slot
       const uint32_t code_after =
