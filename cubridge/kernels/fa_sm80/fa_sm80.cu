@@ -88,13 +88,13 @@ static_assert(kBlockM <= kThreads && kBlockN <= kThreads, "one thread per staged
 // Headers that provide them define CUBRIDGE_HOOKS_STAGED_READS (generated ones
 // do); with others (the library's, hand-written ones) nothing is staged.
 #ifdef CUBRIDGE_HOOKS_STAGED_READS
-constexpr int kKeyStaged = kKeyStaged;
-constexpr int kRowStaged = kRowStaged;
+constexpr int kKeyStaged = hooks::kKeyStaged;
+constexpr int kRowStaged = hooks::kRowStaged;
 __device__ __forceinline__ uint32_t key_staged(int i, int b, int h, int k, const AuxArgs& aux) {
-  return key_staged(i, b, h, k, aux);
+  return hooks::key_staged(i, b, h, k, aux);
 }
 __device__ __forceinline__ uint32_t row_staged(int i, int b, int h, int q, const AuxArgs& aux) {
-  return row_staged(i, b, h, q, aux);
+  return hooks::row_staged(i, b, h, q, aux);
 }
 __device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Staged rows,
                                                 Staged keys, const AuxArgs& aux) {
