@@ -25,7 +25,9 @@ fa_sm80.cu refines the classification per warp (32-row slices, listed for the
 whole range before the loop): a warp skips a block EMPTY for its rows and runs
 one FULL for its rows unmasked. This program keeps the query-block kind; the
 results are the same, since an all-masked block changes no row's max, sum or
-output, and a mask that allows everything changes nothing.
+output, and a mask that allows everything changes nothing. fa_sm80.cu also
+stages mask_mod's key-only and query-only aux reads in shared memory
+(docs/hooks.md, "Staged reads"): the same values, read from elsewhere.
 """
 
 from __future__ import annotations
