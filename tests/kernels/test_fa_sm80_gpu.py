@@ -202,3 +202,27 @@ def test_blocks_past_the_visit_list_are_classified_on_the_fly(cap):
     q, k, v = _inputs(2, 4, 2, 517, 517, 128, torch.bfloat16)
     out, lse = fa_sm80.attention(q, k, v, causal=True, source=source)
     assert torch.equal(out, fa_sm80.attention(q, k, v, causal=True)[0])
+
+
+@pytest.mark.parametrize("cap", [2, 2048])
+def test_staged_reads_match_the_spec_in_both_entry_points(cap):
+    """document_causal stages its key ids per key block and its query ids per
+    query block (docs/hooks.md); with the visit list capped the later blocks
+    take the on-the-fly path. Tails on both sides, Sq != Sk."""
+    from cubridge.attention import Shape
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.spec.loader import load
+    from cubridge.transfer.hooks import plan_hooks
+
+    spec = load(Path(__file__).parents[2] / "examples" / "specs" / "document_causal.py")
+    header = generate_header(plan_hooks(spec))
+    assert "constexpr int kKeyStaged = 1;" in header.text
+    source = f"#define CUBRIDGE_VISIT_CAP {cap}\n" + fa_sm80.metadata().source.read_text()
+    shape = Shape(2, 4, 2, 700, 650, 128)
+    q, k, v = _inputs(shape.b, shape.hq, shape.hk, shape.sq, shape.sk, shape.d, torch.bfloat16)
+    aux = spec.make_aux(shape, torch.Generator().manual_seed(5), torch.device("cuda"))
+    out, _ = fa_sm80.attention(q, k, v, hooks_header=header.text,
+                               aux=header.pack_aux(aux, shape), source=source)
+    ref = spec.reference(q.double(), k.double(), v.double(), **aux)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    assert rel_error(out, ref) < tolerance(torch.bfloat16)
