@@ -104,11 +104,14 @@ def _head_dims(spec: Spec) -> list[int]:
 
 
 def _ir_shapes(spec: Spec) -> list[Shape]:
-    """Small shapes for the executor (CPU): tails on both sides, Sq != Sk, the
-    spec's GQA ratios with few heads, one shape spanning several tiles."""
+    """Shapes for the executor (CPU): tails on both sides, Sq != Sk, the spec's
+    GQA ratios with few heads, and the spec check's long case (past twice the
+    spec's largest constant)."""
+    from cubridge.spec.lengths import long_check_shapes
     from cubridge.spec.shapes import shapes_for
 
-    return shapes_for(spec.configs, ((1, 65, 129), (2, 200, 127), (1, 1, 70)))
+    small = shapes_for(spec.configs, ((1, 65, 129), (2, 200, 127), (1, 1, 70)))
+    return [*small, *long_check_shapes(spec.configs, spec)]
 
 
 def _gpu_shapes(spec: Spec) -> list[Shape]:
@@ -149,15 +152,17 @@ def load_variant(run_dir: Path) -> VariantKernel | LoweredKernel:
 def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     """Run the whole pipeline for one spec file; see the module docstring."""
     from cubridge.spec import load
+    from cubridge.spec.loader import read_spec_source
 
     opts = options or RunOptions()
     spec_path = Path(spec_path)
-    spec_text = spec_path.read_text() if spec_path.is_file() else ""
     spec = load(spec_path)  # raises SpecError with file:line for a bad spec
+    spec_text = read_spec_source(spec_path)
     run_dir = RunDir(opts.out or default_run_dir(spec, spec_text), log=opts.log)
     result = RunResult(run_dir.path)
     base = content_hash(spec_text, _generator_digest(), opts.kernel)
     try:
+        _spec_check(spec, spec_text, run_dir)  # a bad spec is blamed before any stage
         if not _took_llm_path(spec, spec_path, run_dir, opts, result):
             _stages(spec, spec_path, spec_text, run_dir, base, opts, result)
     except StopRun as stop:
@@ -166,6 +171,20 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     result.stages = dict(run_dir.stages)
     _write_report(spec, run_dir, result)
     return result
+
+
+def _spec_check(spec: Spec, spec_text: str, run_dir: RunDir) -> None:
+    """`cubridge spec check` as the first stage: mods that disagree with the
+    reference, or raise, fail here with the spec's file:line."""
+    from cubridge.spec.check import check_digest, check_spec
+
+    def body(rec: StageRecord) -> None:
+        summary = check_spec(spec)
+        run_dir.write("spec_check.txt", "\n".join(summary.lines()) + "\n")
+        rec.artifacts.append("spec_check.txt")
+        rec.summary = f"spec check: {summary.brief()}"
+
+    run_dir.run_stage("check", content_hash(spec_text, check_digest()), body)
 
 
 # -- the LLM path (cubridge.stages, issue 6): taken when the change leaves the hooks ----------
@@ -257,7 +276,7 @@ def _verify_ir(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
         cfg = meta.config(_head_dims(spec)[0])
         fn = attention_fn(target_cls, block_m=cfg.block_m, block_n=cfg.block_n,
                           num_warps=cfg.num_warps, stages=cfg.stages)
-        report = verify(spec, fn, device="cpu", dtypes=[spec.dtypes[0]],
+        report = verify(spec, fn, device="cpu", dtypes=spec.dtypes,
                         shapes=_ir_shapes(spec), trials=opts.ir_trials, seed=opts.seed,
                         require_lse=spec.returns_lse)
         _record_verification(run_dir, rec, report, "verify_ir", "target CuIR",

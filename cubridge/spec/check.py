@@ -1,5 +1,6 @@
 """`cubridge spec check`: run a loaded spec through everything a stage will ask
-of it, on small shapes, and say what it found."""
+of it, on small shapes and on a long one chosen from the spec's own constants
+(cubridge.spec.lengths), and say what it found. `cubridge run` runs it first."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from dataclasses import dataclass, field
 import torch
 
 from cubridge.attention import Shape
-from cubridge.spec.errors import SpecError, describe_exception, location_of
+from cubridge.spec.errors import (
+    SpecError,
+    describe_exception,
+    location_in_traceback,
+    location_of,
+)
 from cubridge.spec.inputs import DISTRIBUTIONS, make_aux, make_inputs
+from cubridge.spec.lengths import covered_constant, long_check_shapes
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import mods_attention
 from cubridge.spec.reference import call_reference
@@ -27,6 +34,8 @@ class CheckSummary:
     reference_calls: int = 0
     mods_max_error: float | None = None  # None: the spec has no mods
     empty_rows: int = 0
+    long_shapes: list[Shape] = field(default_factory=list)  # mods vs reference, long
+    largest_constant: int = 0
 
     def lines(self) -> list[str]:
         s = self.spec
@@ -52,8 +61,43 @@ class CheckSummary:
             f"mods        {mods}  {agree}",
             f"checked     {self.reference_calls} reference calls on {len(self.shapes)} shapes; "
             f"{self.empty_rows} rows with no allowed key seen",
+            *self._long_lines(),
             "ok",
         ]
+
+    def brief(self) -> str:
+        """One line: what was compared, up to which lengths."""
+        s = self.spec
+        mods = " and ".join(n for n, fn in (("mask_mod", s.mask_mod), ("score_mod", s.score_mod))
+                            if fn is not None)
+        what = f"{mods} agree with the reference" if mods else "reference checked"
+        if self.long_shapes:
+            shape = self.long_shapes[0]
+            what += (f" up to Sq x Sk = {shape.sq} x {shape.sk} (largest integer constant "
+                     f"{self.largest_constant})")
+        return f"{what}, dtypes {', '.join(str(d).removeprefix('torch.') for d in s.dtypes)}"
+
+    def _long_lines(self) -> list[str]:
+        if not self.long_shapes:
+            return []
+        s = self.long_shapes[0]
+        covered = s.sk > 2 * self.largest_constant
+        what = "mods vs reference" if self.mods_max_error is not None else "reference"
+        return [f"long case   {what} at Sq x Sk = {s.sq} x {s.sk} (largest integer constant "
+                f"in the spec's code: {self.largest_constant}"
+                + ("" if covered else "; longer than the longest case cubridge checks") + ")"]
+
+
+def check_digest() -> str:
+    """A hash of the code that decides what the spec check checks (cubridge/spec),
+    so that a cached check is redone when that code changes."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -61,27 +105,48 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm()) / (denom if denom > 0 else 1.0)
 
 
-def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0) -> float:
+def _mods_location(spec: Spec, exc: BaseException | None = None) -> str | None:
+    """Where to blame the mods: the raising line in the spec file, else the mod
+    that can change what disagrees (score_mod before mask_mod)."""
+    if exc is not None and spec.path is not None:
+        found = location_in_traceback(exc, spec.path)
+        if found and found != str(spec.path):
+            return found
+    return location_of(spec.score_mod or spec.mask_mod)
+
+
+def _mods_raised(spec: Spec, shape: Shape, exc: Exception) -> SpecError:
+    hint = ""
+    if "ambiguous" in str(exc) or "Boolean value of Tensor" in str(exc):
+        hint = ("; mods are called with broadcasting index tensors: use tensor ops and "
+                "torch.where, not a Python `if` on a tensor")
+    return SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}{hint}",
+                     _mods_location(spec, exc))
+
+
+def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0,
+               distributions: tuple[str, ...] = DISTRIBUTIONS) -> float:
     """Max relative disagreement between mods and reference over `shapes` and
-    all distributions, float64; raises SpecError past MODS_AGREEMENT."""
+    `distributions`, float64; raises SpecError past MODS_AGREEMENT."""
     worst = 0.0
-    where = location_of(spec.score_mod or spec.mask_mod)
+    where = _mods_location(spec)
     for i, shape in enumerate(shapes):
-        for dist in DISTRIBUTIONS:
+        for dist in distributions:
             g = torch.Generator().manual_seed(seed + i)
             inputs = make_inputs(spec, shape, torch.float64, dist, g).to_float64()
             ref_out, ref_lse = call_reference(spec, inputs, expect_lse=spec.returns_lse)
             try:
                 out, lse = mods_attention(spec, inputs.q, inputs.k, inputs.v, inputs.aux)
             except Exception as exc:
-                raise SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}",
-                                where) from exc
+                raise _mods_raised(spec, shape, exc) from exc
             err = _relative(out, ref_out)
             if ref_lse is not None and lse is not None:
                 if not torch.equal(torch.isinf(lse), torch.isinf(ref_lse)):
-                    rows = int((torch.isinf(lse) != torch.isinf(ref_lse)).sum())
+                    differ = torch.isinf(lse) != torch.isinf(ref_lse)
+                    first = int(differ.flatten().nonzero()[0]) % shape.sq
                     raise SpecError(f"mods and reference disagree on which rows have no allowed "
-                                    f"key ({rows} rows) on shape {shape}", where)
+                                    f"key ({int(differ.sum())} rows, the first q={first}) on "
+                                    f"shape {shape}", location_of(spec.mask_mod) or where)
                 fin = torch.isfinite(ref_lse)
                 if fin.any():
                     err = max(err, float((lse[fin] - ref_lse[fin]).abs().max()))
@@ -100,7 +165,9 @@ def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
     """Everything short of verifying a kernel: the reference on small shapes
     and the verifier's largest ones (float64) and on a small shape in each
     spec dtype; aux made deterministically with the declared shapes; mods
-    against the reference."""
+    against the reference on the small shapes (every input distribution) and
+    on the long case (lengths past twice the spec's largest constant, normal
+    inputs; cubridge.spec.lengths). docs/specs.md gives its CPU cost."""
     summary = CheckSummary(spec)
     # The small check shapes, and the verifier's shapes that stress a reference
     # most: queries far past the keys (empty rows) and the long shape.
@@ -126,6 +193,19 @@ def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
             inputs = make_inputs(spec, small[1], dtype, dist, torch.Generator().manual_seed(seed))
             call_reference(spec, inputs, expect_lse=spec.returns_lse)
             summary.reference_calls += 1
+    summary.long_shapes = long_check_shapes(spec.configs, spec)
+    summary.largest_constant = covered_constant(spec)[0]
     if spec.mask_mod is not None or spec.score_mod is not None:
         summary.mods_max_error = check_mods(spec, small, seed)
+        # normal inputs suffice at length: what only shows there is positional
+        summary.mods_max_error = max(summary.mods_max_error, check_mods(
+            spec, summary.long_shapes, seed, distributions=("normal",)))
+        summary.reference_calls += len(small) * len(DISTRIBUTIONS) + len(summary.long_shapes)
+    else:
+        for shape in summary.long_shapes:
+            inputs = make_inputs(spec, shape, torch.float64, "normal",
+                                 torch.Generator().manual_seed(seed))
+            call_reference(spec, inputs, expect_lse=spec.returns_lse)
+            summary.reference_calls += 1
+    summary.shapes = shapes + summary.long_shapes
     return summary

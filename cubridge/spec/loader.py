@@ -7,7 +7,11 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
+import io
+import keyword
+import re
 import sys
+import tokenize
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -46,16 +50,35 @@ def parse_dtype(value: object, where: str | None = None) -> torch.dtype:
                     "torch floating dtypes", where)
 
 
+def read_spec_source(path: str | Path) -> str:
+    """The text of a spec file, decoded as Python decodes source (UTF-8 unless
+    a coding cookie says otherwise); SpecError for a missing file, a
+    directory, a non-.py file or bytes that do not decode."""
+    path = Path(path)
+    if path.is_dir():
+        raise SpecError("is a directory; give the spec's .py file", str(path))
+    if not path.is_file():
+        raise SpecError("no such spec file", str(path))
+    if path.suffix != ".py":
+        raise SpecError("a spec file is a Python file (.py)", str(path))
+    data = path.read_bytes()
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, LookupError) as exc:
+        raise SpecError(f"cannot read its encoding: {exc}", str(path)) from exc
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SpecError(f"is not {exc.encoding} text: byte 0x{data[exc.start]:02x} cannot be "
+                        f"decoded; save the file as UTF-8", f"{path}:{line}") from exc
+
+
 class _SpecFile:
     """A spec module plus the lines its top-level names are assigned on."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        if not path.is_file():
-            raise SpecError("no such spec file", str(path))
-        if path.suffix != ".py":
-            raise SpecError("a spec file is a Python file (.py)", str(path))
-        source = path.read_text()
+        source = read_spec_source(path)
         try:
             tree = ast.parse(source, filename=str(path))
         except SyntaxError as exc:
@@ -73,7 +96,7 @@ class _SpecFile:
 
     def _execute(self, source: str) -> ModuleType:
         digest = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]
-        name = f"cubridge_spec_{self.path.stem}_{digest}"
+        name = f"cubridge_spec_{_name_from_stem(self.path.stem)}_{digest}"
         spec = importlib.util.spec_from_file_location(name, self.path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -213,6 +236,15 @@ def _check_aux_names(spec: Spec, f: _SpecFile, aux_names: list[str]) -> None:
                                 f"give (it gives {aux_names})", location_of(fn))
 
 
+def _name_from_stem(stem: str) -> str:
+    """A spec name from a file name the user did not mean as one ("my-spec",
+    "2nd try", "class"): other characters become "_", never an error."""
+    name = re.sub(r"\W", "_", stem) or "spec"
+    if name[0].isdigit():
+        name = "spec_" + name
+    return name + "_" if keyword.iskeyword(name) else name
+
+
 def load(path: str | Path) -> Spec:
     """Load and validate a spec file; calls its reference once on a tiny shape.
 
@@ -239,8 +271,8 @@ def load(path: str | Path) -> Spec:
     if normalizer not in NORMALIZERS:
         raise SpecError(f"NORMALIZER = {normalizer!r}; use one of {NORMALIZERS}",
                         f.where("NORMALIZER"))
-    name = f.get("NAME", f.path.stem)
-    if not isinstance(name, str) or not name.isidentifier():
+    name = f.get("NAME", _name_from_stem(f.path.stem))
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise SpecError(f"NAME = {name!r}; use a snake_case identifier", f.where("NAME"))
     description = f.get("DESCRIPTION", (f.module.__doc__ or "").strip())
     if not isinstance(description, str):

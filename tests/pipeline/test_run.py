@@ -22,10 +22,11 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     out = tmp_path / "run"
     result = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=lines.append))
     assert "no CUDA GPU" in result.stopped
-    assert list(result.stages) == ["load", "transfer", "verify-ir", "lower", "compile"]
+    assert list(result.stages) == ["check", "load", "transfer", "verify-ir", "lower", "compile"]
+    assert "long case" in (out / "spec_check.txt").read_text()
     assert "PASS" in result.stages["verify-ir"].summary
     for name in ("spec.py", "target_cuir.py", "cubridge_hooks.cuh", "fa_sm80.cu", "kernel.py",
-                 "verify_ir.txt", "report.md", "resources.json"):
+                 "verify_ir.txt", "report.md", "resources.json", "spec_check.txt"):
         assert (out / name).is_file(), name
     assert list(out.glob("*.cubin")), "no cubin written"
     header = (out / "cubridge_hooks.cuh").read_text()
@@ -36,7 +37,7 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     second = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=again.append))
     assert second.stopped == result.stopped
     stage_lines = [x for x in again if x.startswith("[") and not x.startswith("[path]")]
-    assert len(stage_lines) == 5
+    assert len(stage_lines) == 6
     assert all(x.split("] ")[1].startswith("cached") for x in stage_lines), stage_lines
 
 
