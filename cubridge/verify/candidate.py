@@ -51,17 +51,24 @@ def import_impl(ref: str) -> Callable[..., object]:
     if not sep or not module_name or not attr:
         raise ValueError(f"impl {ref!r}: expected MODULE:FUNC (or FILE.py:FUNC)")
     if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise ValueError(f"impl {ref!r}: no such file {path}")
+        path = parse_impl_file(ref)
         name = f"cubridge_impl_{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses and pickling look modules up by name
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise ValueError(f"impl {ref!r}: {_located(exc, path)}") from exc
     else:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            raise
+        except Exception as exc:  # a module that does not parse or raises on import
+            raise ValueError(f"impl {ref!r}: importing {module_name}: {_located(exc)}") from exc
     try:
         fn = getattr(module, attr)
     except AttributeError as exc:
@@ -69,6 +76,31 @@ def import_impl(ref: str) -> Callable[..., object]:
     if not callable(fn):
         raise ValueError(f"impl {ref!r} is a {type(fn).__name__}, not a function")
     return fn
+
+
+def parse_impl_file(ref: str) -> Path:
+    """For a 'FILE.py:FUNC' reference, the file, checked to exist and parse
+    (without running it); ValueError saying where it does not."""
+    path = Path(ref.rpartition(":")[0])
+    if not path.is_file():
+        raise ValueError(f"impl {ref!r}: no such file {path}")
+    try:
+        source = path.read_bytes()
+        compile(source, str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
+        raise ValueError(f"impl {ref!r}: {_located(exc, path)}") from None
+    return path
+
+
+def _located(exc: BaseException, path: Path | None = None) -> str:
+    """'file:line: what' for an exception raised while loading impl code."""
+    if isinstance(exc, SyntaxError):
+        where = f"{exc.filename or path}:{exc.lineno}" if exc.lineno else str(exc.filename or path)
+        return f"{where}: does not parse: {exc.msg}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if path is None or Path(f.filename) == path]
+    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    return f"{where}raised while importing: {type(exc).__name__}: {exc}"
 
 
 def resolve_impl(ref: ImplRef, spec_loader: Callable[[], object]) -> Callable[..., object]:

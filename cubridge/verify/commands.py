@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cubridge.verify.report import CaseResult
+
+PROGRESS_EVERY_S = 2.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,10 +55,28 @@ def _shape(text: str):
             f"{text!r}: expected B,HQ,HK,SQ,SK,D[,DV] positive ints ({exc})") from exc
 
 
+class _Progress:
+    """A line on stderr every PROGRESS_EVERY_S seconds while cases run (the
+    table goes to stdout at the end), so a long run says how far it is."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        self.failed = 0
+
+    def __call__(self, done: int, total: int, case: CaseResult) -> None:
+        self.failed += not case.passed
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S and done < total:
+            self.last = now
+            print(f"verify: {done}/{total} cases, {self.failed} failed, {now - self.start:.0f}s "
+                  f"(last: {case.shape} {case.dtype} {case.distribution})", file=sys.stderr,
+                  flush=True)
+
+
 def _verify(args: argparse.Namespace) -> int:
     from cubridge.spec import SpecError, load
     from cubridge.verify import verify
-    from cubridge.verify.candidate import impl_factory, import_impl
+    from cubridge.verify.candidate import impl_factory, import_impl, parse_impl_file
 
     try:
         spec = load(args.spec)
@@ -59,6 +84,12 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"spec error: {exc}", file=sys.stderr)
         return 2
     impl: object = args.impl
+    if args.isolate and args.impl.rpartition(":")[0].endswith(".py"):
+        try:  # not run here (it runs isolated), but a file that does not parse is exit 2
+            parse_impl_file(args.impl)
+        except ValueError as exc:
+            print(f"impl error: {exc}", file=sys.stderr)
+            return 2
     if args.factory or not args.isolate:
         try:
             fn = import_impl(args.impl)
@@ -75,7 +106,7 @@ def _verify(args: argparse.Namespace) -> int:
         report = verify(spec, impl, device=args.device, dtypes=args.dtypes, shapes=args.shapes,
                         trials=args.trials,
                         seed=args.seed, isolate=args.isolate, timeout_s=args.timeout,
-                        require_lse=not args.no_lse)
+                        require_lse=not args.no_lse, progress=_Progress())
     except SpecError as exc:
         print(f"spec error: {exc}", file=sys.stderr)
         return 2

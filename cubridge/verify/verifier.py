@@ -33,6 +33,7 @@ def verify(
     isolate: bool = False,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     require_lse: bool = True,
+    progress: Callable[[int, int, CaseResult], None] | None = None,
 ) -> VerifyReport:
     """Check `impl` against `spec` on fresh random inputs.
 
@@ -45,6 +46,7 @@ def verify(
     DISTRIBUTIONS. isolate=True runs the candidate in a worker process with
     a `timeout_s` limit per call; a crash or hang becomes a failed case.
     require_lse=False accepts candidates that return out only (e.g. SDPA).
+    progress(done, total, case) is called after each case.
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
@@ -66,11 +68,13 @@ def verify(
         fn = resolve_impl(impl, lambda: spec)
         call = lambda inputs, scale: run_candidate(fn, inputs, scale, device)
 
-    cases = itertools.product(shapes, dtypes, distributions, range(trials))
+    cases = list(itertools.product(shapes, dtypes, distributions, range(trials)))
     try:
         for index, (shape, dtype, dist, trial) in enumerate(cases):
             report.cases.append(_run_case(spec, call, shape, dtype, dist, trial, seed + index,
                                           require_lse, device))
+            if progress is not None:
+                progress(index + 1, len(cases), report.cases[-1])
     finally:
         if runner is not None:
             runner.close()

@@ -180,3 +180,45 @@ def test_good_spec_passes(tmp_path):
     summary = check_spec(spec)
     assert spec.name == "good_spec" and spec.returns_lse
     assert summary.mods_max_error is not None and summary.mods_max_error < 1e-12
+
+
+def test_a_directory_is_not_called_a_missing_file(tmp_path, capsys):
+    from cubridge.cli import main
+
+    with pytest.raises(SpecError, match="is a directory") as info:
+        load(tmp_path)
+    assert "no such spec file" not in str(info.value)
+    assert main(["spec", "check", str(tmp_path)]) == 1
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_non_utf8_spec_is_a_located_error_not_a_traceback(tmp_path, capsys):
+    from cubridge.cli import main
+
+    path = tmp_path / "latin1.py"
+    path.write_bytes(HEADER.encode() + GOOD_REFERENCE.encode() + b"# caf\xe9\n")
+    line = (HEADER + GOOD_REFERENCE).count("\n") + 1
+    with pytest.raises(SpecError, match="not utf-8") as info:
+        load(path)
+    assert info.value.location == f"{path}:{line}"
+    assert main(["spec", "check", str(path)]) == 1
+    assert main(["verify", str(path), "--impl", "cubridge.verify.peers:eager_impl"]) == 2
+    assert main(["run", str(path), "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count(f"latin1.py:{line}") == 3
+    # a coding cookie is honoured, as Python itself does
+    cookie = tmp_path / "cookie.py"
+    cookie.write_bytes(b"# -*- coding: latin-1 -*-\n" + path.read_bytes())
+    assert load(cookie).name == "cookie"
+
+
+@pytest.mark.parametrize("stem, name", [("my-spec", "my_spec"), ("2nd try", "spec_2nd_try"),
+                                        ("class", "class_"), ("causal.v2", "causal_v2")])
+def test_a_name_from_the_file_name_never_fails(tmp_path, stem, name):
+    path = tmp_path / f"{stem}.py"
+    path.write_text(HEADER + GOOD_REFERENCE)
+    assert load(path).name == name
+    # a NAME the user wrote is still checked
+    path.write_text(HEADER + GOOD_REFERENCE + 'NAME = "my-spec"\n')
+    with pytest.raises(SpecError, match="NAME = 'my-spec'"):
+        load(path)

@@ -56,3 +56,31 @@ def test_verify_rejects_a_bad_shape(capsys):
     with pytest.raises(SystemExit):
         main(["verify", str(SPEC_DIR / "causal.py"), "--impl", "m:f", "--shape", "1,3,2,8,8,16"])
     assert "not a multiple of hk" in capsys.readouterr().err
+
+
+def test_an_impl_file_that_does_not_parse_is_exit_2_with_its_line(tmp_path, capsys):
+    bad = tmp_path / "broken_impl.py"
+    bad.write_text("import torch\n\ndef attn(q, k, v, scale=None:\n    return q\n")
+    spec = str(SPEC_DIR / "causal.py")
+    for extra in ([], ["--isolate"]):
+        assert main(["verify", spec, "--impl", f"{bad}:attn", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert f"{bad}:3: does not parse" in err, err
+    raising = tmp_path / "raising_impl.py"
+    raising.write_text("import torch\nX = 1 / 0\n")
+    assert main(["verify", spec, "--impl", f"{raising}:attn"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{raising}:2: raised while importing: ZeroDivision" in err
+
+
+def test_verify_shows_progress_on_stderr(monkeypatch, capsys):
+    from cubridge.verify import commands
+
+    monkeypatch.setattr(commands, "PROGRESS_EVERY_S", 0.0)
+    assert main(["verify", str(SPEC_DIR / "causal.py"), "--impl",
+                 "cubridge.verify.peers:eager_impl", "--shape", "1,2,1,33,17,16",
+                 "--shape", "1,2,1,5,9,16", "--seed", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "verify: 1/12 cases, 0 failed" in captured.err
+    assert "verify:" not in captured.out  # the table alone on stdout
