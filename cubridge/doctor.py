@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,9 +84,16 @@ def probe_driver() -> Finding:
 
 
 def probe_nvcc() -> list[Finding]:
-    path = shutil.which("nvcc")
-    if path is None:
-        return [Finding("nvcc", False, "not on PATH (needed to compile kernels)")]
+    """nvcc found exactly as the build finds it (cubridge.build.nvcc.find_nvcc:
+    PATH, then CUDA_HOME / CUDA_PATH, then /usr/local/cuda)."""
+    from cubridge.build.errors import NvccNotFoundError
+    from cubridge.build.nvcc import find_nvcc
+
+    try:
+        path = str(find_nvcc())
+    except NvccNotFoundError:
+        return [Finding("nvcc", False, "not found on PATH, in $CUDA_HOME/bin, $CUDA_PATH/bin or "
+                        "/usr/local/cuda/bin (needed to compile kernels)")]
     text = _run([path, "--version"]) or ""
     match = re.search(r"release (\d+\.\d+)", text)
     version = match.group(1) if match else "unknown version"

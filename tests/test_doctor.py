@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import torch
 
+from cubridge.build.nvcc import nvcc_available
 from cubridge.cli import main
 from cubridge.doctor import Finding, gather, render, stages
 
@@ -26,8 +26,8 @@ def test_doctor_reports_this_machine(capsys):
     if not torch.cuda.is_available():
         assert "--  gpu" in out and "no CUDA GPU" in out
         assert "GPU verify" in out and "missing a CUDA GPU visible to torch" in out
-    if shutil.which("nvcc") is None:
-        assert "not on PATH" in out
+    if not nvcc_available():
+        assert "--  nvcc" in out
     assert re.search(r"ok  spec \+ verify on CPU +ready", out)
 
 
@@ -73,3 +73,28 @@ def test_stages_name_what_is_missing():
     assert _stage(stages(with_gpu), "bench").ready
     text = render(base, st)
     assert "missing CUTLASS headers" in text
+
+
+def test_nvcc_is_found_where_the_build_finds_it(tmp_path, monkeypatch):
+    """Not on PATH, but in $CUDA_HOME/bin: the build compiles with it, so the
+    doctor must not call it missing."""
+    from cubridge.build import nvcc as nvcc_module
+    from cubridge.doctor import probe_nvcc
+
+    fake = tmp_path / "cuda" / "bin" / "nvcc"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\ncase \"$1\" in\n"
+                    "  --version) echo 'Cuda compilation tools, release 13.0, V13.0.88';;\n"
+                    "  --list-gpu-code) echo sm_80 sm_90;;\nesac\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(nvcc_module, "FALLBACK_ROOTS", ())
+    assert nvcc_module.find_nvcc() == fake
+    found = {f.name: f for f in probe_nvcc()}
+    assert found["nvcc"].ok and found["nvcc"].detail == f"13.0 at {fake}"
+    assert found["nvcc targets"].ok
+    monkeypatch.delenv("CUDA_HOME")
+    found = {f.name: f for f in probe_nvcc()}
+    assert not found["nvcc"].ok and "CUDA_HOME" in found["nvcc"].detail
