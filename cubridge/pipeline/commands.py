@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cubridge.llm.config import add_llm_arguments, config_from_args
+
 
 def _ints(text: str) -> list[int]:
     try:
@@ -35,16 +37,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--configs", type=_names, help="benchmark head configs (default: the spec's)")
     p.add_argument("--peers", type=_names, help="peers to benchmark (default: all)")
     p.add_argument("--seed", type=int, help="seed of the verifiers' random inputs")
+    add_llm_arguments(p)  # the LLM path's provider, model, budgets... (cubridge llm config)
     p.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from cubridge.llm import LLMError
+    from cubridge.llm.config import FLAG_HELP
     from cubridge.pipeline.run import RunOptions, VerificationFailed, run
     from cubridge.spec import SpecError
 
+    try:  # flags over environment over config file; without flags the LLM path reads the rest
+        given = any(getattr(args, f"llm_{k}", None) is not None for k in FLAG_HELP)
+        llm_config = config_from_args(args) if given or args.llm_config else None
+    except LLMError as exc:
+        print(f"cubridge run: {exc}", file=sys.stderr)
+        return 2
     opts = RunOptions(kernel=args.kernel, out=args.out, arch=args.arch, bench=not args.no_bench,
                       bench_seq_lens=args.seq_lens, bench_configs=args.configs,
-                      bench_peers=args.peers, seed=args.seed)
+                      bench_peers=args.peers, seed=args.seed, llm_config=llm_config)
     try:
         result = run(args.spec, opts)
     except (SpecError, VerificationFailed, FileNotFoundError, ValueError) as exc:

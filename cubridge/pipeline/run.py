@@ -29,6 +29,7 @@ from cubridge.spec.model import Spec
 
 if TYPE_CHECKING:
     from cubridge.kernels import KernelMetadata
+    from cubridge.llm import LLMConfig
     from cubridge.lower.hook_header import HookHeader
     from cubridge.verify import VerifyReport
 
@@ -76,6 +77,7 @@ class RunOptions:
     bench_peers: Sequence[str] | None = None  # default: every peer
     seed: int | None = None
     log: Callable[[str], None] | None = None
+    llm_config: LLMConfig | None = None  # the LLM path's; None: environment and config file
 
 
 @dataclass
@@ -203,7 +205,8 @@ def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOption
     if choice.path == "rules":
         return False
     try:
-        stopped = run_llm_path(spec_path, run_dir, kernel=opts.kernel, arch=opts.arch)
+        stopped = run_llm_path(spec_path, run_dir, kernel=opts.kernel, arch=opts.arch,
+                               config=opts.llm_config)
     except StageFailed as exc:
         raise VerificationFailed(str(exc)) from exc
     except LLMError as exc:  # budget, provider: the run directory stays resumable

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cubridge.llm import LLMClient, load_config
+from cubridge.llm import LLMClient, LLMConfig, load_config
 from cubridge.pipeline.rundir import RunDir
 from cubridge.stages.settings import StageSettings
 from cubridge.stages.transfer_llm import transfer
 
 
 def run_llm_path(spec_path: Path, run_dir: RunDir, *, kernel: str = "fa_sm80",
-                 arch: str | None = None, settings: StageSettings | None = None) -> str:
+                 arch: str | None = None, settings: StageSettings | None = None,
+                 config: LLMConfig | None = None) -> str:
     """Run the LLM stages; returns why the run stopped early ("" when it did not)."""
     from cubridge.build.nvcc import nvcc_available
     from cubridge.stages.lower_llm import lower
 
     settings = settings or StageSettings()
-    config = load_config()
+    config = config or load_config()
     run_dir.write("spec.py", Path(spec_path).read_text())
     target = transfer(spec_path, LLMClient.from_config(config, run_dir.path, "transfer"),
                       run_dir, settings, kernel=kernel).target
