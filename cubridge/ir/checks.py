@@ -11,6 +11,7 @@ raises the CuIRError that names the IR line and worker.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ from cubridge.ir.executor import _bind_problem, _validate, run_cta
 from cubridge.ir.kernel import KernelBase
 from cubridge.ir.limits import SMEM_LIMIT, check_arch
 from cubridge.ir.scheduler import make_policy
+
+# aux(b, hq, hk, sq, sk, head_dim) -> {name: tensor} for the synthetic problem
+AuxMaker = Callable[[int, int, int, int, int, int], dict[str, torch.Tensor]]
 
 
 @dataclass
@@ -46,12 +50,13 @@ class CheckReport:
 
 def check(kernel: KernelBase | type[KernelBase], arch: str | None = None, *,
           head_dim: int = 128, dtype: torch.dtype = torch.bfloat16,
-          aux: dict[str, torch.Tensor] | None = None, **config: Any) -> CheckReport:
+          aux: dict[str, torch.Tensor] | AuxMaker | None = None, **config: Any) -> CheckReport:
     """Static checks of `kernel` (an instance, or a class built with `config`)
     for `arch` ("sm80" or "sm90"; default: the kernel's own). Returns a
     CheckReport, or raises the first violation as a CuIRError. Kernels with
     aux tensors need `aux` for the synthetic problem (sizes for Sq = 2 *
-    block_m + 5 queries, Sk = (stages + 1) * block_n + 3 keys, B=1, Hq=2)."""
+    block_m + 5 queries, Sk = (stages + 1) * block_n + 3 keys, B=1, Hq=2),
+    or a function aux(b, hq, hk, sq, sk, head_dim) that makes them."""
     if isinstance(kernel, type):
         kernel = kernel(**config)
     elif config:
@@ -66,6 +71,8 @@ def check(kernel: KernelBase | type[KernelBase], arch: str | None = None, *,
     q = torch.randn(1, 2, sq, head_dim, generator=gen).to(dtype)
     k = torch.randn(1, 1, sk, head_dim, generator=gen).to(dtype)
     v = torch.randn(1, 1, sk, head_dim, generator=gen).to(dtype)
+    if callable(aux):
+        aux = aux(1, 2, 1, sq, sk, head_dim)
     _validate(kernel, q, k, v, aux or {})
     _bind_problem(kernel, q, k, v, None, aux or {})
     policy = make_policy("delayed")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+import torch
 
 from cubridge.ir.structure import diff_kernels, pick_kernel, show
 
@@ -30,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--class", dest="cls")
     p.add_argument("--arch", choices=["sm80", "sm90"], help="default: the kernel's own")
     p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--spec", help="spec whose make_aux makes the aux tensors the kernel reads "
+                   "(default: spec.py beside FILE, as in a run directory)")
     p.set_defaults(func=_check)
     ir.set_defaults(func=lambda args: ir.print_help() or 0)
 
@@ -56,11 +61,42 @@ def _diff(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from cubridge.ir.checks import check
     from cubridge.ir.errors import CuIRError
+    from cubridge.spec import SpecError
 
     try:
-        report = check(pick_kernel(args.file, args.cls), args.arch, head_dim=args.head_dim)
+        kernel = pick_kernel(args.file, args.cls)
+        aux = _spec_aux(kernel, args.file, args.spec)
+    except (ValueError, SpecError) as e:
+        print(f"cubridge ir check: {e}", file=sys.stderr)
+        return 2
+    try:
+        report = check(kernel, args.arch, head_dim=args.head_dim, aux=aux)
     except (ValueError, CuIRError) as e:
         print(f"cubridge ir check: {e}", file=sys.stderr)
         return 1
     print(report)
     return 0
+
+
+def _spec_aux(kernel: type, file: str, spec_file: str | None):  # noqa: ANN202
+    """For a kernel that reads aux tensors: a maker of them from the spec
+    (--spec, else the spec.py of the run directory holding FILE)."""
+    from cubridge.attention import Shape
+    from cubridge.spec import load, make_aux
+
+    names = list(getattr(kernel, "aux_names", ()) or ())
+    if not names:
+        return None
+    if spec_file is None:
+        beside = Path(file).parent / "spec.py"
+        if not beside.is_file():
+            raise ValueError(f"{kernel.__name__} reads aux tensors {names}: pass --spec FILE "
+                             "(the spec.py beside a run directory's target_cuir.py is used "
+                             "when present)")
+        spec_file = str(beside)
+    spec = load(spec_file)
+
+    def maker(b: int, hq: int, hk: int, sq: int, sk: int, d: int) -> dict:
+        return make_aux(spec, Shape(b, hq, hk, sq, sk, d), torch.Generator().manual_seed(0))
+
+    return maker
