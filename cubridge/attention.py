@@ -43,8 +43,11 @@ class HeadConfig:
         return self.dv if self.dv is not None else self.d
 
 
+# The head configurations of the CuBridge paper's models (docs/benchmark.md).
 LLAMA2_7B = HeadConfig("llama2_7b", 32, 32, 128)
 QWEN25_72B = HeadConfig("qwen25_72b", 64, 8, 128)
+LLAMA31_405B = HeadConfig("llama31_405b", 128, 8, 128)
+HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B)}
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seq-lens", type=_ints, default=[1024, 2048, 4096, 8192],
                    help="comma-separated sequence lengths (default 1024,2048,4096,8192)")
     p.add_argument("--configs", type=_csv, default=["llama2_7b", "qwen25_72b"],
-                   help="head configs (default llama2_7b,qwen25_72b)")
+                   help="head configs: the spec's, or llama2_7b, qwen25_72b, llama31_405b "
+                   "(default llama2_7b,qwen25_72b)")
     p.add_argument("--tokens", type=int, default=16384, help="tokens per batch: B = tokens / S")
     p.add_argument("--peers", type=_csv, default=list(PEERS),
                    help=f"peers to run (default {','.join(PEERS)})")

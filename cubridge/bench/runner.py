@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig, Shape
+from cubridge.attention import HEAD_CONFIGS, HeadConfig, Shape
 from cubridge.bench.case import Case, make_aux_on, make_inputs
 from cubridge.bench.check import check_output, tolerance_for
 from cubridge.bench.flops import count_allowed_pairs
@@ -20,7 +20,7 @@ from cubridge.bench.timing import Timer
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
 
-STANDARD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B)}
+STANDARD_CONFIGS = HEAD_CONFIGS
 # Statuses of one implementation on one case.
 OK, WRONG, UNSUPPORTED = "ok", "wrong", "unsupported"
 OOM, ERROR, SKIPPED = "oom", "error", "skipped"

@@ -157,7 +157,7 @@ def _configs(f: _SpecFile) -> list[HeadConfig]:
     for c in configs:
         if not isinstance(c, HeadConfig):
             raise SpecError(f"CONFIGS holds {c!r}; entries must be cubridge.attention.HeadConfig "
-                            "(e.g. LLAMA2_7B, QWEN25_72B)", f.where("CONFIGS"))
+                            "(e.g. LLAMA2_7B, QWEN25_72B, LLAMA31_405B)", f.where("CONFIGS"))
     return configs
 
 
