@@ -22,6 +22,7 @@ def _inputs(shape: Shape, seed: int = 0):
             torch.randn(shape.b, shape.hk, shape.sk, shape.d, generator=g, dtype=torch.float64))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["full", "causal", "document_causal", "alibi_causal",
                                   "softcap_causal", "sigmoid_causal"])
 def test_chunked_mods_attention_equals_dense_reference(specs, name):

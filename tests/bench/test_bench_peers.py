@@ -58,6 +58,7 @@ def test_sdpa_refuses_what_it_cannot_express(specs, name, why):
         PEERS["sdpa"](case_for(specs[name]))
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize("name", ["causal", "document_causal", "alibi_causal"])
 def test_flex_block_mask_and_score_mod_verify(specs, name):

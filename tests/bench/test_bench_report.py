@@ -34,6 +34,7 @@ def results(specs):
                                  device="cpu"), wallclock_timer(2), progress=lambda _: None)
 
 
+@pytest.mark.slow
 def test_reports_record_provenance(tmp_path, results):
     meta = collect_metadata(COMMAND, "cpu", "wall clock (test)")
     paths = write_reports(tmp_path / "run", meta, results)
@@ -63,6 +64,7 @@ def test_reports_record_provenance(tmp_path, results):
     assert info["command"] == COMMAND and info["date"] == meta["date"]
 
 
+@pytest.mark.slow
 def test_json_round_trips_and_cli_rerenders(tmp_path, results):
     meta = collect_metadata(COMMAND, "cpu", "wall clock (test)")
     paths = write_reports(tmp_path, meta, results)
@@ -157,6 +159,7 @@ def mask_mod(b, h, q_idx, kv_idx):
 '''
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_on_cpu(tmp_path, capsys):
     spec_file = tmp_path / "tiny_causal.py"
     spec_file.write_text(SPEC_FILE)
@@ -175,6 +178,7 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys):
     assert (tmp_path / "smoke" / "results.md").is_file()
 
 
+@pytest.mark.slow
 def test_runs_on_one_device_merge_into_one_report(tmp_path, results):
     first, second = tmp_path / "a", tmp_path / "b"
     write_reports(first, collect_metadata("cubridge bench causal", "cpu", "t"), results[:2])

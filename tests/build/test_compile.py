@@ -10,10 +10,8 @@ import pytest
 
 from cubridge.build import CompileError, NvccNotFoundError, compile_cuda, cutlass_include_dir
 from cubridge.build import nvcc as nvcc_module
-from cubridge.build.nvcc import nvcc_available
 
-requires_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found on PATH")
-pytestmark = [pytest.mark.nvcc, requires_nvcc]
+pytestmark = [pytest.mark.nvcc, pytest.mark.slow]
 
 SCALE_KERNEL = """\
 #include "cubridge_hooks.cuh"

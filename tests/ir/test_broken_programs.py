@@ -140,6 +140,7 @@ def _problem() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return q, k, v
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_mutant_is_rejected_under_every_policy(mutant: Mutant, tmp_path: Path) -> None:
     cls, path = _load_mutant(mutant, tmp_path)

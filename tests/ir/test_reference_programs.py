@@ -49,6 +49,7 @@ def _inputs(c: dict, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
         r(c["b"], c["hk"], c["sk"], c["d"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["sm80", "sm90"])
 def test_matches_float64_reference_on_fresh_random_cases(kernel: str) -> None:
     seed = random.SystemRandom().randrange(2**31)
@@ -89,6 +90,7 @@ def test_rows_without_allowed_keys_give_zero_and_minus_inf(cls: type) -> None:
     assert torch.allclose(lse[:, :, ~empty].double(), ref_lse[:, :, ~empty], atol=LSE_TOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [FaSm80, FaSm90])
 def test_score_mod_with_aux_and_elementwise_normaliser(cls: type) -> None:
     class AlibiSigmoid(cls):  # type: ignore[misc, valid-type]

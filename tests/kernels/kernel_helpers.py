@@ -1,5 +1,5 @@
 """Shared helpers of the kernel tests: a float64 attention reference with masks,
-score mods and elementwise normalisers, and the GPU/nvcc skips."""
+score mods and elementwise normalisers, and the GPU skip."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from cubridge.build import nvcc_available
-
-requires_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found on PATH")
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 
 # (q_idx [Sq,1], kv_idx [1,Sk], h [1,H,1,1]) -> tensor broadcast to [B,H,Sq,Sk]

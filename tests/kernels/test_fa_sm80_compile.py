@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from kernel_helpers import requires_nvcc
 
 from cubridge.build import compile_cuda
 from cubridge.build.attention_op import AuxArgs, FwdParams
 from cubridge.build.resources import LIBRARY_SPILL_BYTES
 from cubridge.kernels import fa_sm80
 
-pytestmark = [pytest.mark.nvcc, requires_nvcc]
+pytestmark = [pytest.mark.nvcc, pytest.mark.slow]
 HOOKS = Path(__file__).parent / "hooks"
 ARCHS = fa_sm80.metadata().compile_only_archs
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_helpers import requires_nvcc
 
 from cubridge.kernels import fa_sm80
 from cubridge.kernels.fa_sm80.perf import GENERATED_VARIANTS, generated_headers
 
-pytestmark = [pytest.mark.nvcc, requires_nvcc]
+pytestmark = [pytest.mark.nvcc, pytest.mark.slow]
 
 from cubridge.build.resources import SPILL_BUDGET_BYTES as MAX_SPILL_BYTES  # noqa: E402
 

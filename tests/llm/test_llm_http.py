@@ -19,6 +19,7 @@ from cubridge.llm import (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_correct_reply_through_the_client_library(kind, llm_server, tmp_path):
     llm_server.reply("```python\nx = 1\n```\n")
@@ -49,6 +50,7 @@ def test_correct_reply_through_the_client_library(kind, llm_server, tmp_path):
     assert exchange.path and exchange.path.with_suffix(".md").read_text().count("## user") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_429_and_500_are_retried_then_succeed(kind, llm_server, tmp_path):
     llm_server.fail(429, retry_after="0")

@@ -119,6 +119,7 @@ def test_exception_names_the_generated_line():
     )
 
 
+@pytest.mark.slow
 def test_endless_loop_times_out_at_its_line():
     source = "def f():\n    n = 0\n    while True:\n        n += 1\n"
     with pytest.raises(SandboxError) as err:
@@ -178,6 +179,7 @@ def test_audit_hook_refuses_network_processes_and_outside_writes(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_torch_code_runs_with_torch_preloaded():
     source = "import torch\ndef f(n):\n    return torch.arange(n).sum().item()\n"
     assert (
@@ -196,6 +198,7 @@ def test_the_library_cuir_programs_pass_the_static_check():
         check_source(path.read_text(), filename=path.name)
 
 
+@pytest.mark.slow
 def test_a_library_cuir_program_loads_in_the_sandbox():
     if not LIBRARY_CUIR:
         pytest.skip("no kernels/*/cuir.py in the kernel library yet")

@@ -25,6 +25,7 @@ def run_answer(reply: str) -> float:
     return result.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 def test_malformed_replies_are_fed_back_until_one_passes(kind, llm_server, tmp_path):
     llm_server.reply(NO_BLOCK, INVALID, FORBIDDEN, ENDLESS, GOOD)

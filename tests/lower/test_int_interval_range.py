@@ -33,7 +33,6 @@ int main() {
 """
 
 
-@pytest.mark.nvcc
 def test_integer_block_kind_is_conservative_past_2_pow_24(tmp_path):
     cc = compiler()
     if cc is None:

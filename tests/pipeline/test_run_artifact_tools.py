@@ -44,6 +44,7 @@ def test_llm_check_passes_the_rules_transfer_target(run_dir, capsys):
     assert "passes the static check" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the sandboxed executor: seconds
 def test_mcp_verify_ir_and_diff_ir_take_the_run_target(run_dir):
     from cubridge.mcp.tools import diff_ir, verify_ir
 

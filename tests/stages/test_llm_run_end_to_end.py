@@ -11,7 +11,6 @@ import pytest
 import torch
 from stage_fixtures import FIXTURE_LABEL, SPECS, fixture_reply
 
-from cubridge.build.nvcc import nvcc_available
 from cubridge.llm import Request, code_block, record_fixture
 from cubridge.pipeline.run import RunOptions, load_variant, run
 from cubridge.stages.library import library_kernel
@@ -47,8 +46,8 @@ def _replayed_cosine_run(tmp_path, monkeypatch, **options):
     return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a", **options))
 
 
+@pytest.mark.slow
 @pytest.mark.nvcc
-@pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU stop")
 def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
     out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)

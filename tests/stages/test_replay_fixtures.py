@@ -29,6 +29,7 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
 
 
 # The cosine fixture is replayed through `cubridge run` (test_route_and_run.py).
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "fixture", "kernel"), [
     ("mla", "transfer_mla.md", "FaSm80Mla"),
 ])
@@ -51,6 +52,7 @@ def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel,
     assert result.target.read_text() in fixture_reply(fixture)
 
 
+@pytest.mark.slow
 def test_lift_of_fa_sm80_replayed_verifies_with_its_correspondence(tmp_path):
     cu = ROOT / "cubridge" / "kernels" / "fa_sm80" / "fa_sm80.cu"
     spec = ROOT / "cubridge" / "kernels" / "fa_sm80" / "spec.py"

@@ -29,6 +29,7 @@ def test_choose_path(spec, path, why):
     assert choice.path == path and why in choice.reason
 
 
+@pytest.mark.slow
 def test_cubridge_run_takes_the_llm_path_for_cosine(tmp_path, monkeypatch):
     fixtures, out = tmp_path / "fixtures", tmp_path / "run"
     request = Request.of(transfer_messages(SPECS / "cosine.py"), temperature=None,
@@ -55,6 +56,7 @@ def test_cubridge_run_takes_the_llm_path_for_cosine(tmp_path, monkeypatch):
     assert (out / "target_cuir.py").is_file() and (out / "spec.py").is_file()
 
 
+@pytest.mark.slow
 def test_a_person_completes_the_llm_path_with_the_manual_provider(tmp_path, monkeypatch):
     """`cubridge run` on cosine with the manual provider: the prompt appears as a
     file, a person writes the reply file, the run verifies it and goes on."""

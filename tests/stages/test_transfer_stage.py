@@ -33,6 +33,7 @@ def _sent(llm_server, index: int) -> list[dict]:
     return llm_server.requests[index]["body"]["messages"]
 
 
+@pytest.mark.slow
 def test_openai_retries_rejects_feeds_back_then_verifies(llm_server, tmp_path):
     llm_server.fail(429, retry_after="0")
     llm_server.fail(500)
@@ -75,6 +76,7 @@ def test_openai_retries_rejects_feeds_back_then_verifies(llm_server, tmp_path):
     assert again.calls_made == 0 and llm_server.count == 7
 
 
+@pytest.mark.slow
 def test_anthropic_retry_and_best_of_k(llm_server, tmp_path):
     """Sample 0 fails its only round; sample 1 is verified and kept (no timing on CPU)."""
     llm_server.fail(500)
@@ -93,6 +95,7 @@ def test_anthropic_retry_and_best_of_k(llm_server, tmp_path):
     assert len(hashes) == 2  # the sample index makes the requests differ
 
 
+@pytest.mark.slow
 def test_an_endless_program_times_out_with_its_line(llm_server, tmp_path):
     llm_server.reply(ENDLESS)
     client = make_client("openai", llm_server, tmp_path, stage="transfer")
@@ -105,6 +108,7 @@ def test_an_endless_program_times_out_with_its_line(llm_server, tmp_path):
     assert "timed out" in exchange.verification["error"]
 
 
+@pytest.mark.slow
 def test_budget_exhausted_leaves_the_run_resumable(llm_server, tmp_path):
     llm_server.reply(NO_BLOCK, GOOD)
     run_dir = RunDir(tmp_path, log=lambda _: None)

@@ -153,6 +153,7 @@ def _truth(tile: np.ndarray) -> BlockKind:
     return BlockKind.PARTIAL if tile.any() else BlockKind.EMPTY
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MASKED))
 def test_classification_is_conservative_and_exact_against_brute_force(name):
     spec = MASKED[name]

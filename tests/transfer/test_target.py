@@ -47,6 +47,7 @@ def targets(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
 def test_target_overrides_hooks_only(targets, name):
     spec, path, target = targets[name]
@@ -60,6 +61,7 @@ def test_target_overrides_hooks_only(targets, name):
     ast.parse(path.read_text())  # the file on disk is the program that ran
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
 def test_target_passes_the_verifier(name, tmp_path):
     result = transfer_by_rules(SPECS[name], FaSm80, out_dir=tmp_path, shapes=SHAPES)
@@ -95,6 +97,7 @@ def _truth(spec, aux, shape, b, h, q0, q1, k0, k1) -> BlockKind:
     return BlockKind.FULL if m.all() else BlockKind.PARTIAL if m.any() else BlockKind.EMPTY
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n, s in SPECS.items() if s.mask_mod is not None])
 def test_target_block_hooks_match_brute_force(targets, name):
     spec, _, target = targets[name]

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cubridge.cli import main
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
 CANDIDATES = Path(__file__).resolve().parent / "verify_candidates.py"
 
 
+@pytest.mark.slow
 def test_spec_check_prints_summary(capsys):
     assert main(["spec", "check", str(SPEC_DIR / "prefix_lm.py")]) == 0
     out = capsys.readouterr().out

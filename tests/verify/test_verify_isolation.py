@@ -33,6 +33,7 @@ def misbehaving(q, k, v, scale=None):
     return verify_candidates.TiledAttention()(q, k, v, scale)
 
 
+@pytest.mark.slow
 def test_isolated_crash_hang_and_network_are_reported_and_verification_goes_on():
     spec = load(SPEC_DIR / "causal.py")
     shapes = [Shape(1, 2, 1, sq, 64, 32) for sq in (65, 66, 67, 68, 65)]
@@ -46,6 +47,7 @@ def test_isolated_crash_hang_and_network_are_reported_and_verification_goes_on()
     assert not report.passed
 
 
+@pytest.mark.slow
 def test_isolated_string_impl_resolves_in_the_worker():
     spec = load(SPEC_DIR / "causal.py")
     shapes = [Shape(1, 4, 2, 65, 129, 32)]
@@ -54,6 +56,7 @@ def test_isolated_string_impl_resolves_in_the_worker():
     assert report.passed and report.impl == "verify_candidates:eager_causal", report.table()
 
 
+@pytest.mark.slow
 def test_isolated_impl_that_does_not_load_fails_every_case_once():
     spec = load(SPEC_DIR / "causal.py")
     report = verify(spec, "verify_candidates:no_such_function", shapes=[Shape(1, 2, 1, 9, 9, 16)],

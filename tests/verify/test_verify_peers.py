@@ -35,6 +35,7 @@ def expected_support(name: str, peer: str) -> bool:
     return not (peer == "sdpa" and name in NOT_ADDITIVE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPECS)
 @pytest.mark.parametrize("peer", ["sdpa", "flex"])
 def test_peer_passes_every_spec_it_can_express(name, peer):

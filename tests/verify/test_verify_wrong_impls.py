@@ -58,6 +58,7 @@ WRONG = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id, spec_name, impl, shapes, reason", WRONG,
                          ids=[w[0] for w in WRONG])
 def test_wrong_implementation_is_caught(case_id, spec_name, impl, shapes, reason):
@@ -76,6 +77,7 @@ def test_wrong_implementation_is_caught(case_id, spec_name, impl, shapes, reason
         assert any("relative error" in c.reason for c in failed if c.distribution == "scaled")
 
 
+@pytest.mark.slow
 def test_wrong_lse_passes_without_lse_check_but_not_with_it():
     assert run("causal", TiledAttention(lse_base2=True), require_lse=False).passed is False
     report = run("causal", lambda q, k, v, scale=None: TiledAttention()(q, k, v, scale)[0],
@@ -105,6 +107,7 @@ def test_report_table_and_dict():
     assert d["cases"][0]["shape"]["sq"] == 65
 
 
+@pytest.mark.slow
 def test_fresh_inputs_each_trial_and_seeds_reproduce():
     seen = []
 
