@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-machine session for an issue-5 measurement (what produced the
 # h100-variants-<commit>* folders): `cubridge run --no-bench` for every
-# BENCHMARK.md variant, then `cubridge bench` of their kernels, ours alone and
+# docs/benchmark.md variant, then `cubridge bench` of their kernels, ours alone and
 # against SDPA and FlexAttention (Triton), at S = 4096 in both head configs.
 # Results go to $OUT (the device tool's output folder) as they are written.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce a variants report: `cubridge run --no-bench` for every BENCHMARK.md
+# Reproduce a variants report: `cubridge run --no-bench` for every docs/benchmark.md
 # variant (IR verification, hook codegen, compile, GPU verification), then one
 # `cubridge bench` of all their kernels against the peers, in one process.
 #

@@ -14,7 +14,7 @@ from pathlib import Path
 from cubridge.bench.report import load_json
 
 IMPLS = ("ours", "cubridge")  # `cubridge bench` and `cubridge run` names
-# BENCHMARK.md variants with a bar: 85% of causal, 70% for softcap and sigmoid.
+# docs/benchmark.md variants with a bar: 85% of causal, 70% for softcap and sigmoid.
 LOOSER = {"softcap_causal": 0.70, "sigmoid_causal": 0.70, "comb_prefix_softcap_sigmoid": 0.70}
 NO_BAR = {"full", "causal"}
 

@@ -95,6 +95,6 @@ def default_scale(d: int) -> float:
 
 
 def attention_flops(allowed_pairs: int, hq: int, d: int, dv: int | None = None) -> float:
-    """FLOPs of the forward pass counted on allowed (q, k) pairs only (BENCHMARK.md):
+    """FLOPs of the forward pass counted on allowed (q, k) pairs only (docs/benchmark.md):
     2 for QK^T and 2 for PV per pair, head dim and query head."""
     return 2.0 * allowed_pairs * hq * (d + (dv if dv is not None else d))

@@ -1,6 +1,6 @@
 """Measurement: timing, FLOP counting on allowed pairs, peer baselines, reports.
 
-`cubridge bench` implements shared/BENCHMARK.md: every implementation gets the
+`cubridge bench` implements docs/benchmark.md: every implementation gets the
 same inputs, its output is checked against a float64 reference before its time
 counts, and TFLOP/s are counted on allowed (q, k) pairs only.
 

@@ -46,7 +46,7 @@ class Case:
 
 def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device | str,
                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random normal q, k, v (never zeros: BENCHMARK.md) in the shared layouts."""
+    """Random normal q, k, v (never zeros: docs/benchmark.md) in the shared layouts."""
     def randn(*size: int) -> torch.Tensor:
         return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
 

@@ -1,4 +1,4 @@
-"""`cubridge bench`: measure our kernel and the peers on BENCHMARK.md's workload."""
+"""`cubridge bench`: measure our kernel and the peers on docs/benchmark.md's workload."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cubridge.bench.peers import PEERS, peer_impls
 from cubridge.bench.timing import TimingSettings, gpu_timer, wallclock_timer
 from cubridge.spec.model import Spec
 
-# The variants of shared/BENCHMARK.md, in its order; specs in examples/specs/<name>.py.
+# The variants of docs/benchmark.md, in its order; specs in examples/specs/<name>.py.
 BENCHMARK_VARIANTS = [
     "full", "causal", "sliding_window_1024", "global_sliding_window", "prefix_lm",
     "document_causal", "share_question", "causal_blockwise", "alibi_causal", "softcap_causal",
@@ -74,13 +74,13 @@ def default_run_name(device: str) -> str:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "bench", help="time our kernel and the peers (BENCHMARK.md), verified before timing",
+        "bench", help="time our kernel and the peers (docs/benchmark.md), verified before timing",
         description="Benchmark implementations of attention variants on the GPU. Every output "
         "is checked against a float64 reference before its time counts; TFLOP/s are on "
         "allowed (q, k) pairs. Writes results.json, results.md and results.png.")
     p.add_argument("variants", nargs="*", metavar="VARIANT",
                    help="variant names (examples/specs/NAME.py) or spec files")
-    p.add_argument("--all", action="store_true", help="every variant of BENCHMARK.md")
+    p.add_argument("--all", action="store_true", help="every variant of docs/benchmark.md")
     p.add_argument("--seq-lens", type=_ints, default=[1024, 2048, 4096, 8192],
                    help="comma-separated sequence lengths (default 1024,2048,4096,8192)")
     p.add_argument("--configs", type=_csv, default=["llama2_7b", "qwen25_72b"],

@@ -1,6 +1,6 @@
 """Counting allowed (q, k) pairs, the denominator of every TFLOP/s figure.
 
-BENCHMARK.md: TFLOP/s = 4 * allowed_pairs * Hq * D / time. The count is exact:
+docs/benchmark.md: TFLOP/s = 4 * allowed_pairs * Hq * D / time. The count is exact:
 the spec's mask_mod is evaluated on every pair (on the GPU, in row chunks),
 per batch element and head where the mask depends on them (documents).
 

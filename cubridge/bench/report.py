@@ -154,7 +154,7 @@ def markdown_table(results: Sequence[CaseResult]) -> str:
 
 def render_markdown(meta: dict, results: Sequence[CaseResult]) -> str:
     parts = ["# cubridge bench", "", *meta_lines(meta), "",
-             "TFLOP/s = 4 * allowed (q, k) pairs * Hq * D / time (BENCHMARK.md), bf16 unless "
+             "TFLOP/s = 4 * allowed (q, k) pairs * Hq * D / time (docs/benchmark.md), bf16 unless "
              "stated. `-`: the implementation cannot express the variant or is not installed; "
              "FAIL: wrong output (not timed); OOM / ERR: it ran out of memory / raised; "
              "n/v: no reference to verify against.", "", markdown_table(results), ""]

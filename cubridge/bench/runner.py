@@ -69,7 +69,7 @@ class CaseResult:
 
 
 def head_config(spec: Spec, name: str) -> HeadConfig:
-    """The spec's head config of that name, else the standard one (BENCHMARK.md)."""
+    """The spec's head config of that name, else the standard one (docs/benchmark.md)."""
     for cfg in spec.configs:
         if cfg.name == name:
             return cfg

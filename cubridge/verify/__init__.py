@@ -1,5 +1,5 @@
 """Differential testing of any attention implementation against a spec:
-`verify(spec, impl)` returns a VerifyReport (DESIGN.md, verification policy)."""
+`verify(spec, impl)` returns a VerifyReport (docs/specs.md, Verification)."""
 
 from cubridge.verify.candidate import CallOutcome, impl_factory, run_candidate
 from cubridge.verify.compare import TRIVIAL_FACTOR, judge

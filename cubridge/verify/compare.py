@@ -1,5 +1,5 @@
 """Judging one candidate output against the float64 reference
-(DESIGN.md, verification policy; docs/specs.md explains the thresholds)."""
+(docs/specs.md, Verification, which explains the thresholds)."""
 
 from __future__ import annotations
 

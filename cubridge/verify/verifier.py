@@ -1,5 +1,5 @@
 """`verify(spec, impl)`: differential testing of any attention implementation
-against a spec (DESIGN.md, verification policy)."""
+against a spec (docs/specs.md, Verification)."""
 
 from __future__ import annotations
 

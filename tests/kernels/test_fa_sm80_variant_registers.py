@@ -1,5 +1,5 @@
 """Register budget of fa_sm80 with the generated hook headers of every
-BENCHMARK.md variant, for sm_90a (compile only; CI runs this wherever nvcc
+docs/benchmark.md variant, for sm_90a (compile only; CI runs this wherever nvcc
 exists).
 
 D = 128 sits at the 255-register limit, so generated hooks may spill a few

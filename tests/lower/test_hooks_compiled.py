@@ -1,6 +1,6 @@
 """The generated CUDA hooks, compiled and evaluated on the host, against torch.
 
-For every BENCHMARK.md variant (plus extra op coverage): score_mod within float
+For every docs/benchmark.md variant (plus extra op coverage): score_mod within float
 tolerance of torch on the spec's mods, mask_mod equal, block_kind conservative
 against the brute-force grid (and exact where the mask allows it),
 kv_block_range covering every live block (and tight), activation as torch.

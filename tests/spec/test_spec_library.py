@@ -1,5 +1,5 @@
 """The variant library: every example spec loads, passes the spec checks
-(including its mods against its reference), and covers BENCHMARK.md."""
+(including its mods against its reference), and covers docs/benchmark.md."""
 
 from __future__ import annotations
 

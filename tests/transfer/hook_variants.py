@@ -1,4 +1,4 @@
-"""The BENCHMARK.md variants as FlexAttention-style mods, for the hook tests.
+"""The docs/benchmark.md variants as FlexAttention-style mods, for the hook tests.
 
 Written here so the transfer/lower tests do not depend on examples/specs (the
 tests also run over examples/specs/*.py when those exist). Each variant is a

@@ -1,6 +1,6 @@
 """Interval block classification: every rule over-approximates, and the
 classification is conservative (and exact where the mask allows) against
-brute force on the grid, for every BENCHMARK.md mask and the example specs."""
+brute force on the grid, for every docs/benchmark.md mask and the example specs."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import torch
 from cubridge.attention import attention_flops
 from cubridge.kernels import TileConfig, fa_sm80
 
-# (name, B, Hq, Hk, S, D): the target and BENCHMARK.md's 16k-token grid.
+# (name, B, Hq, Hk, S, D): the target and docs/benchmark.md's 16k-token grid.
 PERF_CASES = [
     ("target", 4, 32, 32, 4096, 128),
     ("llama2_7b", 16, 32, 32, 1024, 128),
@@ -157,7 +157,7 @@ def run_perf(quick: bool) -> list[dict[str, object]]:
     return rows
 
 
-# Every variant of ../shared/BENCHMARK.md, each lowered from examples/specs/<name>.py.
+# Every variant of docs/benchmark.md, each lowered from examples/specs/<name>.py.
 GENERATED_VARIANTS = [
     "full", "causal", "sliding_window_1024", "global_sliding_window", "prefix_lm",
     "document_causal", "share_question", "causal_blockwise", "alibi_causal", "softcap_causal",
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-generated", action="store_true",
                         help="skip the variants built from generated hook headers")
     parser.add_argument("--variants", nargs="+", default=GENERATED_VARIANTS,
-                        help="generated-hook variants to time (default: all of BENCHMARK.md)")
+                        help="generated-hook variants to time (default: all of docs/benchmark.md)")
     parser.add_argument("--source", action="append", default=[], metavar="LABEL=PATH",
                         help="also time the variants with this kernel source instead of "
                         "fa_sm80.cu (repeatable; A/B tuning)")
