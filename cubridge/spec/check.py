@@ -16,7 +16,7 @@ from cubridge.spec.errors import (
     location_of,
 )
 from cubridge.spec.inputs import DISTRIBUTIONS, make_aux, make_inputs
-from cubridge.spec.lengths import covered_constant, long_check_shapes
+from cubridge.spec.lengths import MAX_LONG, covered_constant, long_check_shapes
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import mods_attention
 from cubridge.spec.reference import call_reference
@@ -85,7 +85,8 @@ class CheckSummary:
         what = "mods vs reference" if self.mods_max_error is not None else "reference"
         return [f"long case   {what} at Sq x Sk = {s.sq} x {s.sk} (largest integer constant "
                 f"in the spec's code: {self.largest_constant}"
-                + ("" if covered else "; longer than the longest case cubridge checks") + ")"]
+                + ("" if covered else f"; twice it is past the longest case checked, {MAX_LONG}")
+                + ")"]
 
 
 def check_digest() -> str:
