@@ -125,10 +125,19 @@ def _mods_raised(spec: Spec, shape: Shape, exc: Exception) -> SpecError:
                      _mods_location(spec, exc))
 
 
+def _which_mods(spec: Spec) -> str:
+    """With both mods, either may be the one that is wrong: name both lines."""
+    if spec.mask_mod is None or spec.score_mod is None:
+        return ""
+    return (f"; score_mod at {location_of(spec.score_mod)}, mask_mod at "
+            f"{location_of(spec.mask_mod)}")
+
+
 def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0,
-               distributions: tuple[str, ...] = DISTRIBUTIONS) -> float:
+               distributions: tuple[str, ...] = DISTRIBUTIONS, note: str = "") -> float:
     """Max relative disagreement between mods and reference over `shapes` and
-    `distributions`, float64; raises SpecError past MODS_AGREEMENT."""
+    `distributions`, float64; raises SpecError past MODS_AGREEMENT (its
+    message ends with `note`)."""
     worst = 0.0
     where = _mods_location(spec)
     for i, shape in enumerate(shapes):
@@ -156,8 +165,8 @@ def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0,
                 b, h, q = torch.unravel_index(torch.tensor(row), ref_out.shape[:3])
                 raise SpecError(
                     f"mods disagree with the reference on shape {shape}, {dist} inputs: "
-                    f"relative error {err:.2e} (worst row b={int(b)} h={int(h)} q={int(q)})",
-                    where)
+                    f"relative error {err:.2e} (worst row b={int(b)} h={int(h)} q={int(q)})"
+                    f"{_which_mods(spec)}{note}", where)
             worst = max(worst, err)
     return worst
 
@@ -199,8 +208,10 @@ def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
     if spec.mask_mod is not None or spec.score_mod is not None:
         summary.mods_max_error = check_mods(spec, small, seed)
         # normal inputs suffice at length: what only shows there is positional
+        note = (f" (the long case: longer than twice the largest integer constant in the "
+                f"spec's code, {summary.largest_constant})")
         summary.mods_max_error = max(summary.mods_max_error, check_mods(
-            spec, summary.long_shapes, seed, distributions=("normal",)))
+            spec, summary.long_shapes, seed, distributions=("normal",), note=note))
         summary.reference_calls += len(small) * len(DISTRIBUTIONS) + len(summary.long_shapes)
     else:
         for shape in summary.long_shapes:

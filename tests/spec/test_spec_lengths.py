@@ -11,13 +11,6 @@ import pytest
 
 from cubridge.cli import main
 from cubridge.spec import SpecError, check_spec, load
-from cubridge.spec.lengths import (
-    MAX_LONG,
-    MIN_LONG,
-    integer_constants,
-    long_check_shapes,
-    long_length,
-)
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
 
@@ -54,7 +47,6 @@ def _write(tmp_path: Path, text: str, name: str = "spec.py") -> Path:
 
 def test_radius_250_vs_300_fails_spec_check_with_the_mods_line(tmp_path, capsys):
     path = _write(tmp_path, RADIUS_SPEC, "radius.py")
-    assert integer_constants(load(path)) >= {250, 300}
     with pytest.raises(SpecError) as err:
         check_spec(load(path))
     assert err.value.location == f"{path}:{RADIUS_MOD_LINE}"
@@ -73,7 +65,10 @@ def test_radius_250_vs_300_fails_cubridge_run_before_transfer(tmp_path, capsys):
     assert not (out / "target_cuir.py").exists()  # blamed before any stage ran
 
 
-def test_long_case_exceeds_twice_the_largest_constant():
+def test_long_case_exceeds_twice_the_largest_constant(tmp_path):
+    from cubridge.spec.lengths import MIN_LONG, integer_constants, long_check_shapes, long_length
+
+    assert integer_constants(load(_write(tmp_path, RADIUS_SPEC))) >= {250, 300}
     window = load(SPEC_DIR / "sliding_window_1024.py")  # WINDOW = 1024 at module level
     assert 1024 in integer_constants(window)
     (shape,) = long_check_shapes(window.configs, window)
@@ -86,6 +81,8 @@ def test_long_case_exceeds_twice_the_largest_constant():
 
 
 def test_constants_of_spec_helpers_count_and_sentinels_do_not(tmp_path):
+    from cubridge.spec.lengths import integer_constants, long_length
+
     path = _write(tmp_path, HEADER + """
 import torch
 
@@ -115,6 +112,8 @@ def mask_mod(b, h, q_idx, kv_idx):
 
 
 def test_long_case_is_capped(tmp_path):
+    from cubridge.spec.lengths import MAX_LONG, long_length
+
     path = _write(tmp_path, HEADER + """
 
 def reference(q, k, v):
@@ -148,3 +147,22 @@ def mask_mod(b, h, q_idx, kv_idx):
     captured = capsys.readouterr()
     assert f"if_mod.py:{line}" in captured.err
     assert "LLM" not in captured.err + captured.out  # rejected, not sent to the LLM path
+
+
+def test_with_both_mods_the_error_names_both_lines(tmp_path):
+    text = RADIUS_SPEC.replace(
+        "softmax_attention(scaled_scores(q, k), allowed, v)",
+        "softmax_attention(30 * torch.tanh(scaled_scores(q, k) / 30), allowed, v)") + """
+
+def score_mod(score, b, h, q_idx, kv_idx):
+    return 30 * torch.tanh(score / 30)
+"""
+    path = _write(tmp_path, "import torch\n" + text, "both.py")
+    lines = path.read_text().splitlines()
+    with pytest.raises(SpecError) as err:
+        check_spec(load(path))
+    mask_line = lines.index("def mask_mod(b, h, q_idx, kv_idx):") + 1
+    score_line = lines.index("def score_mod(score, b, h, q_idx, kv_idx):") + 1
+    assert f"mask_mod at {path}:{mask_line}" in err.value.message
+    assert f"score_mod at {path}:{score_line}" in err.value.message
+    assert "the long case" in err.value.message and "300" in err.value.message
