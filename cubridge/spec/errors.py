@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import traceback
 from collections.abc import Callable
@@ -23,6 +24,8 @@ class SpecError(Exception):
 
 def location_of(fn: Callable[..., object] | None, fallback: str | None = None) -> str | None:
     """file:line where a function is defined (or `fallback` if it has no code)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     try:
         code = fn.__code__  # type: ignore[union-attr]
     except AttributeError:

@@ -12,6 +12,7 @@ module-level ints they read), and at least MIN_LONG positions.
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -48,8 +49,9 @@ def _numbers(value: object) -> Iterator[int]:
 def integer_constants(spec: Spec) -> set[int]:
     """The integer constants the spec's code can compare positions with: the
     literals of reference, mask_mod, score_mod and make_aux (and of the
-    functions of the spec file they call), and the module-level numbers they
-    read by name. Sentinels (>= 2**20) are left out."""
+    functions of the spec file they call), the module-level numbers they read
+    by name, and the numbers bound in their closures or functools.partial
+    arguments. Sentinels (>= 2**20) are left out."""
     roots = [spec.reference, spec.mask_mod, spec.score_mod, spec.make_aux]
     spec_file = str(Path(spec.path).resolve()) if spec.path is not None else None
     found: set[int] = set()
@@ -57,6 +59,16 @@ def integer_constants(spec: Spec) -> set[int]:
     todo: list[Callable[..., object]] = [fn for fn in roots if fn is not None]
     while todo:
         fn = todo.pop()
+        if isinstance(fn, functools.partial):  # partial(window_mask, radius=300)
+            for value in (*fn.args, *fn.keywords.values()):
+                found.update(_numbers(value))
+            todo.append(fn.func)
+            continue
+        for cell in getattr(fn, "__closure__", None) or ():  # make_mask(300)'s closure
+            try:
+                found.update(_numbers(cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
         code = getattr(fn, "__code__", None)
         if code is None or code in seen:
             continue

@@ -166,3 +166,39 @@ def score_mod(score, b, h, q_idx, kv_idx):
     assert f"mask_mod at {path}:{mask_line}" in err.value.message
     assert f"score_mod at {path}:{score_line}" in err.value.message
     assert "the long case" in err.value.message and "300" in err.value.message
+
+
+def test_constants_bound_in_closures_and_partials_count(tmp_path):
+    from cubridge.spec.lengths import integer_constants
+
+    path = _write(tmp_path, HEADER + """
+import functools
+
+
+def window(radius):
+    def allowed(q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < radius)
+    return allowed
+
+
+def band(width, b, h, q_idx, kv_idx):
+    return (q_idx >= kv_idx) & (q_idx - kv_idx < width)
+
+
+ALLOWED = window(900)
+
+
+def reference(q, k, v):
+    q_idx, kv_idx = positions(q, k)
+    k, v = expand_kv(q, k, v)
+    return softmax_attention(scaled_scores(q, k), ALLOWED(q_idx, kv_idx), v)
+
+
+mask_mod = functools.partial(band, 1300)
+""")
+    spec = load(path)
+    assert {900, 1300} <= integer_constants(spec)
+    with pytest.raises(SpecError, match="the long case") as err:  # they differ past 900 only
+        check_spec(spec)
+    line = path.read_text().splitlines().index("def band(width, b, h, q_idx, kv_idx):") + 1
+    assert err.value.location == f"{path}:{line}"
