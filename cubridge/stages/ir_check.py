@@ -30,12 +30,16 @@ def kernel_class(module: ModuleType) -> type[KernelBase]:
 
 
 def verify_program(module: ModuleType, spec_path: str, sizes: Sequence[tuple[int, int, int]],
-                   trials: int = 1, seed: int | None = None) -> dict[str, Any]:
+                   trials: int = 1, seed: int | None = None, spec_lengths: bool = False
+                   ) -> dict[str, Any]:
     """Execute the kernel (its default config) against the spec on CPU shapes
     built from `sizes` and the spec's reduced head configs, in the spec's first
-    dtype. Returns {"kernel", "config", "passed", "summary", "table", "errors"}."""
+    dtype; with `spec_lengths` also on the spec check's long case, and in
+    every dtype of the spec. Returns {"kernel", "config", "passed", "summary",
+    "table", "errors"}."""
     from cubridge.ir import attention_fn
     from cubridge.spec import load
+    from cubridge.spec.lengths import long_check_shapes
     from cubridge.spec.shapes import shapes_for
     from cubridge.verify import verify
 
@@ -46,9 +50,12 @@ def verify_program(module: ModuleType, spec_path: str, sizes: Sequence[tuple[int
     except TypeError as exc:
         raise ValueError(f"{cls.__name__}() must be constructible with its defaults: {exc}"
                          ) from None
-    report = verify(spec, attention_fn(cls), device="cpu", dtypes=[spec.dtypes[0]],
-                    shapes=shapes_for(spec.configs, sizes), trials=trials, seed=seed,
-                    require_lse=spec.returns_lse)
+    shapes = shapes_for(spec.configs, sizes)
+    if spec_lengths:
+        shapes += long_check_shapes(spec.configs, spec)
+    report = verify(spec, attention_fn(cls), device="cpu",
+                    dtypes=spec.dtypes if spec_lengths else [spec.dtypes[0]],
+                    shapes=shapes, trials=trials, seed=seed, require_lse=spec.returns_lse)
     errors = [f"{c.verdict}: {c.shape} {c.dtype} {c.distribution}: {c.reason}"
               for c in report.failures[:MAX_FAILURE_LINES]]
     return {"kernel": cls.__name__, "config": config, "passed": report.passed,

@@ -46,7 +46,7 @@ def verify_ir_source(source: str, spec_path: Path, settings: StageSettings, *,
     result = run_generated(
         source, filename=filename, entry="cubridge.stages.ir_check:verify_program",
         args=(str(Path(spec_path).resolve()), tuple(settings.ir_sizes), settings.ir_trials,
-              settings.seed),
+              settings.seed, settings.ir_spec_lengths),
         limits=sandbox_limits(settings))
     report = result.value
     if not report["passed"]:

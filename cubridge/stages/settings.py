@@ -24,6 +24,9 @@ class StageSettings:
     sandbox_timeout_s: float = 300.0  # per execution of generated CuIR
     ir_sizes: Sequence[tuple[int, int, int]] = IR_SIZES
     ir_trials: int = 1
+    # also the spec check's long case (past twice the spec's largest constant,
+    # cubridge.spec.lengths) and every dtype of the spec, as `cubridge run` does
+    ir_spec_lengths: bool = True
     seed: int | None = None
 
     def __post_init__(self) -> None:

@@ -51,5 +51,7 @@ def test_mcp_verify_ir_and_diff_ir_take_the_run_target(run_dir):
     table = verify_ir(str(run_dir / "target_cuir.py"), str(run_dir / "spec.py"),
                       sizes=[[1, 65, 129]], seed=0)
     assert table.startswith("PASS: cuir_Target against spec relative_position")
+    # as in `cubridge run`: the spec check's long case, in every dtype of the spec
+    assert "S1119x1100" in table and "bfloat16" in table and "float16 " in table
     diff = diff_ir(str(run_dir / "target_cuir.py"))
     assert "change stays inside hooks: yes" in diff

@@ -15,7 +15,8 @@ SPECS = ROOT / "examples" / "specs"
 FIXTURE_LABEL = "recorded fixture: expert reply written by a person/agent, not a model"
 
 # One shape with tails on both sides and several tiles: enough to tell right from wrong.
-FAST = StageSettings(rounds=4, ir_sizes=((1, 65, 129),), sandbox_timeout_s=120, seed=1)
+FAST = StageSettings(rounds=4, ir_sizes=((1, 65, 129),), sandbox_timeout_s=120, seed=1,
+                     ir_spec_lengths=False)
 
 
 def fixture_reply(name: str) -> str:
