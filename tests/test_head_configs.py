@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cubridge.attention import HEAD_CONFIGS, LLAMA31_405B
 from cubridge.cli import main
 from cubridge.spec import check_spec, load
@@ -31,6 +33,7 @@ def test_llama31_405b_is_128_q_heads_8_kv_heads_d128():
     assert set(HEAD_CONFIGS) == {"llama2_7b", "qwen25_72b", "llama31_405b"}
 
 
+@pytest.mark.slow
 def test_a_spec_can_use_it(tmp_path):
     path = tmp_path / "causal_405b.py"
     path.write_text(SPEC)
@@ -39,6 +42,7 @@ def test_a_spec_can_use_it(tmp_path):
     check_spec(spec)
 
 
+@pytest.mark.slow
 def test_cubridge_bench_knows_it_by_name(tmp_path, capsys):
     spec_file = tmp_path / "tiny_causal.py"
     spec_file.write_text(SPEC.replace("CONFIGS = [LLAMA31_405B]", ""))  # not the spec's own

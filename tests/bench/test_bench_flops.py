@@ -61,6 +61,7 @@ def test_prefix_lm_is_general_and_exact():
     assert stats.structure == "general" and stats.window is None
 
 
+@pytest.mark.slow
 def test_document_mask_counts_each_batch_element():
     shape = Shape(3, 2, 1, 40, 40, 8)
     aux = make_doc_ids(shape, torch.Generator().manual_seed(3), "cpu")

@@ -34,6 +34,7 @@ def passes(prepare, case: Case) -> tuple[bool, str]:
     return check.ok, prepared.note
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["full", "causal", "document_causal", "alibi_causal",
                                   "softcap_causal", "sigmoid_causal"])
 def test_eager_peers_run_the_spec_reference_and_verify(specs, name):
@@ -188,6 +189,7 @@ def fake_fa4(tmp_path, monkeypatch):
     sys.modules.update(real)
 
 
+@pytest.mark.slow
 def test_fa4_flags_express_causal_window_and_softcap(specs, fake_fa4):
     window = make_spec("window8", lambda b, h, q, k: (q >= k) & (q - k < 8))
     for spec, flags in [(specs["full"], dict(causal=False, window_size=(None, None), softcap=0.0)),

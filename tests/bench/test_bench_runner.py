@@ -54,6 +54,7 @@ def off_by_one_causal(case) -> Prepared:
     return Prepared(run)
 
 
+@pytest.mark.slow
 def test_wrong_impl_is_flagged_and_never_timed(specs):
     timer = CountingTimer()
     impls = [timer.for_impl("sdpa", PEERS["sdpa"]), timer.for_impl("buggy", off_by_one_causal)]

@@ -164,6 +164,7 @@ def test_deadlock_report_shows_every_worker_position(tmp_path: Path) -> None:
         assert f"{consumer}: waiting on barrier k_full" in msg
 
 
+@pytest.mark.slow
 def test_race_that_shows_under_one_policy_only_is_caught_by_comparing_policies(
         tmp_path: Path) -> None:
     # consumer1 computes its row offset wrongly and stores over consumer0's rows:

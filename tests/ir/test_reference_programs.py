@@ -159,6 +159,7 @@ def test_causal_block_classification_is_closed_form(cls: type) -> None:
     assert all(kind is BlockKind.PARTIAL for j, kind in kinds if j * n + n - 1 > 128)
 
 
+@pytest.mark.slow
 def test_hopper_program_is_fast_enough() -> None:
     """B=1, H=2, S=1024, D=128 must execute in < 10 s on 2 CPU cores."""
     gen = torch.Generator().manual_seed(4)

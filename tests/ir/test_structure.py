@@ -78,6 +78,7 @@ def test_diff_ignores_comments_and_docstrings(tmp_path: Path) -> None:
     assert d.identical and d.hooks_only
 
 
+@pytest.mark.slow
 def test_cli_show_diff_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ir", "show", SM80]) == 0
     assert "worker attention" in capsys.readouterr().out

@@ -60,6 +60,7 @@ def test_spec_file_loads_and_matches_float64_attention():
     torch.testing.assert_close(lse, ref_lse)
 
 
+@pytest.mark.slow
 def test_fake_implementation_gives_output_shapes():
     from torch._subclasses.fake_tensor import FakeTensorMode
 

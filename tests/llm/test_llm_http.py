@@ -69,6 +69,7 @@ def test_429_and_500_are_retried_then_succeed(kind, llm_server, tmp_path):
     assert client.tracker.calls == 1  # one logical call
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("status", [400, 401, 404])
 def test_client_errors_are_not_retried(kind, status, llm_server, tmp_path):
@@ -95,6 +96,7 @@ def test_retries_give_up_with_every_error_named(kind, llm_server, tmp_path):
     assert str(err.value).count(f"{kind} HTTP 502") == 4 and llm_server.count == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_timeout_is_retried(kind, llm_server, tmp_path):
     llm_server.hang(1.5)

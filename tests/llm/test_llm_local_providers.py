@@ -60,6 +60,7 @@ def test_command_provider_json_input(tmp_path):
     assert exchange.text == "HELLO 77\n"
 
 
+@pytest.mark.slow
 def test_command_provider_errors(tmp_path):
     failing = CommandProvider([sys.executable, "-c", "import sys; sys.exit('model crashed')"])
     with pytest.raises(ProviderError, match="exited with status 1: model crashed"):

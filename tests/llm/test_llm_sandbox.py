@@ -134,6 +134,7 @@ def test_memory_limit():
     assert err.value.kind == "memory" and err.value.line == 2
 
 
+@pytest.mark.slow
 def test_cpu_limit_kills_with_sigxcpu():
     source = "def f():\n    while True:\n        pass\n"
     with pytest.raises(SandboxError) as err:
@@ -156,6 +157,7 @@ def test_no_keys_or_proxies_in_the_environment(monkeypatch):
                         "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER", "LC_CTYPE"}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_audit_hook_refuses_network_processes_and_outside_writes(tmp_path):
     # The static check would refuse these; skip it to test the second line of defence.
     listener = socket.socket()

@@ -72,6 +72,7 @@ def test_rounds_are_bounded(llm_server, tmp_path):
     assert llm_server.count == 2
 
 
+@pytest.mark.slow
 def test_a_rerun_of_the_loop_makes_no_calls(llm_server, tmp_path):
     llm_server.reply(NO_BLOCK, GOOD)
     ask_until_valid(make_client("openai", llm_server, tmp_path), [user("go")], run_answer)

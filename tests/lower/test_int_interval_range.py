@@ -33,6 +33,7 @@ int main() {
 """
 
 
+@pytest.mark.slow
 def test_integer_block_kind_is_conservative_past_2_pow_24(tmp_path):
     cc = compiler()
     if cc is None:

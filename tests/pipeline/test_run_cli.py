@@ -18,6 +18,7 @@ def no_llm_config(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
 
 
+@pytest.mark.slow
 def test_run_takes_the_llm_provider_its_message_suggests(tmp_path, no_llm_config, capsys):
     out = tmp_path / "run"
     # without a provider the LLM path stops (exit 3) and says to pass --llm-provider

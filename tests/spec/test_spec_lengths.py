@@ -168,6 +168,7 @@ def score_mod(score, b, h, q_idx, kv_idx):
     assert "the long case" in err.value.message and "300" in err.value.message
 
 
+@pytest.mark.slow
 def test_constants_bound_in_closures_and_partials_count(tmp_path):
     from cubridge.spec.lengths import integer_constants
 

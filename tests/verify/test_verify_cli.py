@@ -29,6 +29,7 @@ def test_spec_check_reports_a_bad_spec_with_its_location(tmp_path, capsys):
     assert err.startswith(f"spec error: {bad}:1: reference returned out of shape ()")
 
 
+@pytest.mark.slow
 def test_verify_a_file_impl_passes_and_writes_json(tmp_path, capsys):
     out_json = tmp_path / "report.json"
     code = main(["verify", str(SPEC_DIR / "causal.py"), "--impl", f"{CANDIDATES}:eager_causal",

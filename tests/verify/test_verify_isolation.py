@@ -72,6 +72,7 @@ def test_unpicklable_impl_is_refused_clearly():
         verify(spec, lambda q, k, v, scale=None: q, isolate=True)
 
 
+@pytest.mark.slow
 def test_peers_pickle_by_spec_path():
     spec = load(SPEC_DIR / "alibi_causal.py")
     for factory in (sdpa_impl, flex_impl):

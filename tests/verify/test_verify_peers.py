@@ -50,6 +50,7 @@ def test_peer_passes_every_spec_it_can_express(name, peer):
     assert report.passed, report.table()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ELEMENTWISE | NO_MODS))
 def test_eager_reference_passes_specs_no_library_peer_expresses(name):
     spec = load(SPEC_DIR / f"{name}.py")
