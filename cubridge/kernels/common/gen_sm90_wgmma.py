@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 HEADER = Path(__file__).with_name("sm90_wgmma.cuh")
-SHAPES_N = (64, 96, 128, 176, 192)       # n of m64nNk16
+SHAPES_N = (64, 96, 128, 160, 176, 192)       # n of m64nNk16
 DTYPES = {"__nv_bfloat16": "bf16", "__half": "f16"}
 
 
@@ -44,16 +44,17 @@ def _specialisation(ctype: str, ptx: str, n: int) -> str:
         f"  }}\n"
     )
     rs = (
-        f"  // D += A[registers, m64k16 fragment] * B[smem, MN-major (transposed)].\n"
+        f"  // D (+)= A[registers, m64k16 fragment] * B[smem, MN-major (transposed)];\n"
+        f"  // scale_d = 0 overwrites D.\n"
         f"  static __device__ __forceinline__ void rs(float (&d)[{acc}], const uint32_t (&a)[4],\n"
-        f"                                            uint64_t desc_b) {{\n"
+        f"                                            uint64_t desc_b, int scale_d) {{\n"
         f"    asm volatile(\n"
-        f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"\n'
+        f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n"\n'
         f'        "wgmma.mma_async.sync.aligned.{shape} "\n'
         f'        "{{{_regs(0, acc)}}}, "\n'
         f'        "{{{_regs(acc, 4)}}}, %{acc + 4}, p, 1, 1, 1;\\n}}\\n"\n'
         f"        : {_outs(acc).lstrip()}\n"
-        f'        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));\n'
+        f'        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));\n'
         f"  }}\n"
     )
     return f"template <>\nstruct Wgmma<{ctype}, {n}> {{\n{ss}{rs}}};\n"

@@ -150,6 +150,15 @@ __device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// Keeps registers live in the PTX itself up to this point (an empty asm only
+// constrains the front end): used after the wait of a wgmma that reads them, so
+// that ptxas does not reuse them, and wait for the wgmma, earlier.
+template <int N>
+__device__ __forceinline__ void keep_live(const uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("{\n.reg .b32 t;\nmov.b32 t, %0;\n}\n" ::"r"(r[i]));
+}
+
 // Matrix descriptor of a tile in shared memory stored in 128-byte-swizzled
 // panels (rows of 64 16-bit elements, 8-row atoms of 1024 B, the layout TMA
 // writes with CU_TENSOR_MAP_SWIZZLE_128B). `lead` and `stride` are the leading

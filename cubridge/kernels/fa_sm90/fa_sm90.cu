@@ -27,6 +27,8 @@
 //
 // Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128), CUBRIDGE_BLOCK_M (64 rows per
 // consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_DTYPE_FP16.
+#include <type_traits>
+
 #include "fwd_params.cuh"
 #include "hook_types.cuh"
 #include "sm90_primitives.cuh"
@@ -62,6 +64,11 @@ constexpr int kHeadDim = CUBRIDGE_HEAD_DIM;
 constexpr int kBlockM = CUBRIDGE_BLOCK_M;
 constexpr int kBlockN = CUBRIDGE_BLOCK_N;
 constexpr int kStages = CUBRIDGE_STAGES;
+// Q tiles in shared memory: with two, the next tile's Q loads while this one runs.
+#ifndef CUBRIDGE_Q_BUFFERS
+#define CUBRIDGE_Q_BUFFERS 2
+#endif
+constexpr int kQBuffers = CUBRIDGE_Q_BUFFERS;
 constexpr int kRowsPerConsumer = 64;  // wgmma's M
 constexpr int kConsumers = kBlockM / kRowsPerConsumer;
 constexpr int kThreads = 128 * (kConsumers + 1);
@@ -100,15 +107,16 @@ struct SwizzledTile {
 };
 
 struct SharedStorage {
-  SwizzledTile<kBlockM> q;
+  SwizzledTile<kBlockM> q[kQBuffers];
   SwizzledTile<kBlockN> k[kStages];
   SwizzledTile<kBlockN> v[kStages];
   SwizzledTile<kBlockM> o;  // epilogue staging for the TMA store
-  uint64_t q_full, q_empty;
+  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
 };
 constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;  // + alignment slack
+static_assert(kSmemBytes <= 227 * 1024, "tiles exceed the 227 KB of shared memory a CTA may use");
 
 // Named barriers (0 is __syncthreads): the mma token of each consumer, and each
 // consumer warpgroup's own barrier for the epilogue.
@@ -150,6 +158,7 @@ struct KeyWalk {
   int lo, n;  // next block to consider is n - 1
   int b, h, q_start, q_end;
 
+  KeyWalk() = default;
   __device__ __forceinline__ KeyWalk(const FwdParams& p, const Tile& t) {
     b = t.b;
     h = t.h;
@@ -193,11 +202,13 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh)
     const Tile tile = tile_at(t, P);
     const int h_kv = tile.h / (p.heads_q / p.heads_k);
     KeyWalk walk(p, tile);
-    if (iter > 0) mbar_wait(&sh.q_empty, (iter - 1) & 1);
-    mbar_arrive_expect_tx(&sh.q_full, SwizzledTile<kBlockM>::kBytes);
+    const int qb = iter % kQBuffers;
+    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
+    mbar_arrive_expect_tx(&sh.q_full[qb], SwizzledTile<kBlockM>::kBytes);
 #pragma unroll
     for (int pn = 0; pn < kPanels; ++pn) {
-      tma_load_4d(&P.tma_q, sh.q.panel(pn), &sh.q_full, pn * kPanelCols, tile.m_block * kBlockM,
+      tma_load_4d(&P.tma_q, sh.q[qb].panel(pn), &sh.q_full[qb], pn * kPanelCols,
+                  tile.m_block * kBlockM,
                   tile.h, tile.b);
     }
     for (int n = walk.next(p); n >= 0; n = walk.next(p)) {
@@ -223,10 +234,14 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh)
 // ---- consumer: gemms -----------------------------------------------------------------
 
 // S = Q_c K^T for this consumer's 64 rows (both operands K-major in shared memory).
-__device__ __forceinline__ void gemm_qk(float (&s)[kSAcc], const SharedStorage& sh, int slot,
-                                        int consumer) {
-  const uint32_t q = sh.q.base() + consumer * kRowsPerConsumer * 128;
+__device__ __forceinline__ void gemm_qk(float (&s)[kSAcc], const SharedStorage& sh, int qb,
+                                        int slot, int consumer) {
+  const uint32_t q = sh.q[qb].base() + consumer * kRowsPerConsumer * 128;
   const uint32_t k = sh.k[slot].base();
+  // S's registers are defined before the issue window opens (else the compiler may
+  // materialise them inside it, which serialises every wgmma of the kernel).
+  fence_operands(s);
+  wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kQkSteps; ++kk) {
     const uint32_t step = (kk % 4) * 32;  // 16 elements = 32 B into the 128-B span
@@ -240,13 +255,18 @@ __device__ __forceinline__ void gemm_qk(float (&s)[kSAcc], const SharedStorage& 
 
 // O += P V with P as register fragments; V is the MN-major B operand (its rows are
 // keys, 16 per k-step = 2048 B; its 64-wide column panels are kPanelBytes apart).
-__device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], const uint32_t (&pf)[kPvSteps][4],
-                                        const SharedStorage& sh, int slot) {
+// `accumulate` false: the first PV product of a tile overwrites O (so O is never
+// zeroed by ordinary instructions, which would serialise the wgmma pipeline).
+__device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], uint32_t (&pf)[kPvSteps][4],
+                                        const SharedStorage& sh, int slot, bool accumulate) {
   const uint32_t v = sh.v[slot].base();
+  fence_operands(o);
+  for (auto& frag : pf) fence_operands(frag);
+  wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kPvSteps; ++kk) {
     const uint64_t b = smem_desc_sw128(v + kk * 16 * 128, SwizzledTile<kBlockN>::kPanelBytes, 1024);
-    Wgmma<Element, kHeadDim>::rs(o, pf[kk], b);
+    Wgmma<Element, kHeadDim>::rs(o, pf[kk], b, kk > 0 || accumulate ? 1 : 0);
   }
 }
 
@@ -316,34 +336,49 @@ struct RowStats {
   float sum[2] = {0.f, 0.f};  // this thread's partial sums (quad-reduced at the end)
 };
 
+// The row max is only moved when a block raises it by more than this (in log2
+// units): exponentials then stay below 2^kRescaleThreshold, exact in fp32 and as
+// bf16/fp16 operands, and O is rescaled far less often. 0: move it on any rise.
+#ifndef CUBRIDGE_RESCALE_THRESHOLD
+#define CUBRIDGE_RESCALE_THRESHOLD 8
+#endif
+constexpr float kRescaleThreshold = CUBRIDGE_RESCALE_THRESHOLD;
+
 // Fold one key block into the row statistics: leaves exp2(s * to_log2 - max *
-// to_log2) in s and returns the factor O must be rescaled by, per row.
-__device__ __forceinline__ void online_softmax(float (&s)[kSAcc], RowStats& st, float to_log2,
+// to_log2) in s and the factor O must be rescaled by in `rescale`, per row.
+// Returns whether any row of the warp needs O rescaled. Reductions run as four
+// independent chains (the compiler does not reassociate float maxima and sums).
+__device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, float to_log2,
                                                float (&rescale)[2]) {
+  constexpr int kCols = kBlockN / 4;  // this thread's columns of one row
+  bool moved = false;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float mx = st.max[half];
+    float m4[4] = {st.max[half], -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) {
-      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]));
+    for (int c = 0; c < kCols; ++c) {
+      m4[c % 4] = fmaxf(m4[c % 4], s[4 * (c / 2) + 2 * half + c % 2]);
     }
-    mx = quad_max(mx);
+    const float block_max = quad_max(fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3])));
+    const float old_max = st.max[half];
+    const bool keep = old_max != -INFINITY &&
+                      (block_max - old_max) * to_log2 <= kRescaleThreshold;
+    const float mx = keep ? old_max : block_max;
     // A row with nothing allowed yet keeps max -inf; use 0 so exp2 gives 0, not NaN.
     const float max_scaled = mx == -INFINITY ? 0.f : mx * to_log2;
-    rescale[half] = fast_exp2(st.max[half] * to_log2 - max_scaled);
+    rescale[half] = keep ? 1.f : fast_exp2(old_max * to_log2 - max_scaled);
+    moved = moved || !keep;
     st.max[half] = mx;
-    float sum = 0.f;
+    float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * j + 2 * half + e];
-        x = fast_exp2(fmaf(x, to_log2, -max_scaled));
-        sum += x;
-      }
+    for (int c = 0; c < kCols; ++c) {
+      float& x = s[4 * (c / 2) + 2 * half + c % 2];
+      x = fast_exp2(fmaf(x, to_log2, -max_scaled));
+      sum4[c % 4] += x;
     }
-    st.sum[half] = st.sum[half] * rescale[half] + sum;
+    st.sum[half] = st.sum[half] * rescale[half] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
   }
+  return __any_sync(0xffffffffu, moved);
 }
 
 __device__ __forceinline__ void rescale_o(float (&o)[kOAcc], const float (&rescale)[2]) {
@@ -385,30 +420,52 @@ __device__ __forceinline__ void release(uint64_t* bar, int thread) {
   if (thread % 32 == 0) mbar_arrive(bar);
 }
 
-// Mask and normaliser input for block n of this consumer's rows.
-__device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
-                                             const KeyWalk& walk, int n, int q_base,
-                                             const FragmentPos& pos) {
+// How a consumer treats key block n for its 64 rows: tail blocks check bounds,
+// masked ones evaluate mask_mod, and a block EMPTY for these rows (but not for
+// the CTA) is masked whole. Decided before the block's gemms are issued, so that
+// the code between issue and wait is one straight-line instantiation (a branch
+// there makes the compiler wait for the PV product before the softmax).
+struct BlockClass {
+  bool tail, masked, all_masked;
+};
+
+__device__ __forceinline__ BlockClass classify(const FwdParams& p, const KeyWalk& walk, int n,
+                                               int q_base) {
   const int k_start = n * kBlockN;
   const int k_end = min(k_start + kBlockN, p.seqlen_k);
   const int q_end = min(q_base + kRowsPerConsumer, p.seqlen_q);
-  const bool tail = k_end - k_start < kBlockN || q_base + kRowsPerConsumer > p.seqlen_q;
   const BlockKind kind = q_base < q_end ? hooks::block_kind(walk.b, walk.h, q_base, q_end,
                                                             k_start, k_end, p.aux)
                                         : BlockKind::Empty;
   const bool all_masked = kind == BlockKind::Empty;
-  if (tail) {
-    scores_to_logits<true, true>(s, p, walk.b, walk.h, q_base, k_start, pos, all_masked);
-  } else if (all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial)) {
-    scores_to_logits<true, false>(s, p, walk.b, walk.h, q_base, k_start, pos, all_masked);
+  return {k_end - k_start < kBlockN || q_base + kRowsPerConsumer > p.seqlen_q,
+          all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial), all_masked};
+}
+
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
+                                             const KeyWalk& walk, int n, int q_base,
+                                             const FragmentPos& pos, bool all_masked) {
+  scores_to_logits<kMasked || kTail, kTail>(s, p, walk.b, walk.h, q_base, n * kBlockN, pos,
+                                            all_masked);
+}
+
+// Runs f with the block's class as compile-time flags.
+template <typename F>
+__device__ __forceinline__ void with_block_class(const BlockClass& c, F&& f) {
+  if (c.tail) {
+    f(std::true_type{}, std::true_type{});
+  } else if (c.masked) {
+    f(std::true_type{}, std::false_type{});
   } else {
-    scores_to_logits<false, false>(s, p, walk.b, walk.h, q_base, k_start, pos, false);
+    f(std::false_type{}, std::false_type{});
   }
 }
 
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
                                          int consumer, int thread, const FragmentPos& pos,
-                                         float (&o)[kOAcc], const RowStats& st, float to_log2) {
+                                         const float (&o)[kOAcc], bool live, const RowStats& st,
+                                         float to_log2) {
   const FwdParams& p = P.p;
   const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
   const int bar = kEpilogueBarrier + consumer;
@@ -430,7 +487,10 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
     const uint32_t swizzle = (row % 8) << 4;
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
-      const uint32_t v = pack2<Element>(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+      // (a tile without live key blocks never wrote O: its rows are 0)
+      const uint32_t v = live ? pack2<Element>(o[4 * j + 2 * half] * inv,
+                                               o[4 * j + 2 * half + 1] * inv)
+                              : 0u;
       const uint32_t addr = row_addr + (j / 8) * SwizzledTile<kBlockM>::kPanelBytes +
                             (((j % 8) << 4) ^ swizzle);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
@@ -453,6 +513,28 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
   }
 }
 
+// A consumer's view of one tile of its schedule: the tile, its key walk, the Q
+// buffer it reads and the first (then current) key block, -1 when none is left.
+struct OpenTile {
+  Tile tile;
+  KeyWalk walk;
+  int qb;
+  int n;
+};
+
+// Decode the iter-th tile of this CTA (schedule index t), wait for its Q and find
+// its first key block.
+__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int t,
+                                              int iter) {
+  OpenTile ot;
+  ot.tile = tile_at(t, P);
+  ot.walk = KeyWalk(P.p, ot.tile);
+  ot.qb = iter % kQBuffers;
+  mbar_wait(&sh.q_full[ot.qb], (iter / kQBuffers) & 1);
+  ot.n = ot.walk.next(P.p);
+  return ot;
+}
+
 __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh, int consumer) {
   const FwdParams& p = P.p;
   const int thread = threadIdx.x - 128 * (consumer + 1);
@@ -463,82 +545,141 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   // The last consumer hands the first token to consumer 0.
   if (consumer == kConsumers - 1) pass_mma_token(consumer);
 
+  float s[kSAcc];
+  uint32_t pf[kPvSteps][4];
+  // Defined once here, before any wgmma is in flight (an undefined accumulator is
+  // materialised inside the wgmma's issue window, which serialises every wgmma):
+  // each tile's first PV product overwrites O (gemm_pv's `accumulate`).
+  float o[kOAcc];
+#pragma unroll
+  for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kSAcc; ++i) s[i] = 0.f;
   RingSlot slot;
   int iter = 0;
-  for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x, ++iter) {
-    const Tile tile = tile_at(t, P);
-    KeyWalk walk(p, tile);
-    const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
-    float o[kOAcc];
-#pragma unroll
-    for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+  int t = blockIdx.x;
+  OpenTile cur = open_tile(P, sh, t, iter);
+  // The S product of a tile's first block is issued before the previous tile's
+  // epilogue (below, except for the CTA's first tile), so that the tensor cores
+  // have work across tile boundaries.
+  if (cur.n >= 0) {
+    mbar_wait(&sh.k_full[slot.index], slot.phase);
+    take_mma_token(consumer);
+    gemm_qk(s, sh, cur.qb, slot.index, consumer);
+    wgmma_commit();
+    pass_mma_token(consumer);
+    wgmma_wait<0>();
+    fence_operands(s);
+  }
+  while (true) {
+    const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
     RowStats st;
-    mbar_wait(&sh.q_full, iter & 1);
-
-    int n = walk.next(p);
-    if (n >= 0) {
-      float s[kSAcc];
-      uint32_t pf[kPvSteps][4];
-      // First block: S only.
-      mbar_wait(&sh.k_full[slot.index], slot.phase);
-      take_mma_token(consumer);
-      wgmma_fence();
-      gemm_qk(s, sh, slot.index, consumer);
-      wgmma_commit();
-      pass_mma_token(consumer);
-      wgmma_wait<0>();
-      fence_operands(s);
+    bool o_written = false;  // O holds this tile's first PV product (else garbage)
+    RingSlot pv;  // the slot of the block whose PV product is next
+    const bool live = cur.n >= 0;
+    if (live) {  // the first block's S product is ready
       release(&sh.k_empty[slot.index], thread);
-      block_logits(s, p, walk, n, q_base, pos);
+      const BlockClass first = classify(p, cur.walk, cur.n, q_base);
+      with_block_class(first, [&](auto masked, auto tail) {
+        block_logits<decltype(masked)::value, decltype(tail)::value>(s, p, cur.walk, cur.n,
+                                                                     q_base, pos,
+                                                                     first.all_masked);
+      });
       if constexpr (kSoftmax) {
         float rescale[2];
         online_softmax(s, st, to_log2, rescale);
       }
       probs_to_fragments(s, pf);
-      RingSlot pv = slot;  // the slot of the block whose PV product is next
+      pv = slot;
       slot.advance();
 
       // Steady state: S of block n issued before the PV product of the previous one.
-      for (n = walk.next(p); n >= 0; n = walk.next(p)) {
-        mbar_wait(&sh.k_full[slot.index], slot.phase);
-        take_mma_token(consumer);
-        wgmma_fence();
-        gemm_qk(s, sh, slot.index, consumer);
-        wgmma_commit();
-        mbar_wait(&sh.v_full[pv.index], pv.phase);
-        gemm_pv(o, pf, sh, pv.index);
-        wgmma_commit();
-        pass_mma_token(consumer);
-        wgmma_wait<1>();
-        fence_operands(s);
-        release(&sh.k_empty[slot.index], thread);
-        block_logits(s, p, walk, n, q_base, pos);
-        float rescale[2];
-        if constexpr (kSoftmax) online_softmax(s, st, to_log2, rescale);
-        wgmma_wait<0>();
-        fence_operands(o);
-        release(&sh.v_empty[pv.index], thread);
-        if constexpr (kSoftmax) rescale_o(o, rescale);
-        probs_to_fragments(s, pf);
+      for (int n = cur.walk.next(p); n >= 0; n = cur.walk.next(p)) {
+        const BlockClass cls = classify(p, cur.walk, n, q_base);
+        with_block_class(cls, [&](auto masked, auto tail) {
+          mbar_wait(&sh.k_full[slot.index], slot.phase);
+          take_mma_token(consumer);
+          gemm_qk(s, sh, cur.qb, slot.index, consumer);
+          wgmma_commit();
+          mbar_wait(&sh.v_full[pv.index], pv.phase);
+          gemm_pv(o, pf, sh, pv.index, o_written);
+          wgmma_commit();
+          pass_mma_token(consumer);
+          wgmma_wait<1>();
+          fence_operands(s);
+          release(&sh.k_empty[slot.index], thread);
+          block_logits<decltype(masked)::value, decltype(tail)::value>(s, p, cur.walk, n, q_base,
+                                                                       pos, cls.all_masked);
+          float rescale[2];
+          bool moved = false;
+          if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
+          fence_operands(s);
+          wgmma_wait<0>();
+          fence_operands(o);
+          release(&sh.v_empty[pv.index], thread);
+          if (moved) rescale_o(o, rescale);
+          probs_to_fragments(s, pf);
+        });
+        o_written = true;
         pv = slot;
         slot.advance();
       }
-      // Q is no longer read by this consumer.
-      release(&sh.q_empty, thread);
-      // Last PV product.
+    }
+    // Q of this tile is no longer read by this consumer.
+    release(&sh.q_empty[cur.qb], thread);
+
+    // The next tile of the schedule, opened now so that its first S product can be
+    // issued together with this tile's last PV product.
+    const int t_next = t + gridDim.x;
+    const bool more = t_next < P.num_tiles;
+    OpenTile next;
+    next.n = -1;
+    if (more) next = open_tile(P, sh, t_next, iter + 1);
+    // Straight-line code per case, each with its own epilogue: the compiler loses
+    // track of which wgmma is in flight where such paths join, and then waits for
+    // it (serialising every wgmma of the kernel).
+    if (live && next.n >= 0) {  // the common case
       mbar_wait(&sh.v_full[pv.index], pv.phase);
+      mbar_wait(&sh.k_full[slot.index], slot.phase);
       take_mma_token(consumer);
-      wgmma_fence();
-      gemm_pv(o, pf, sh, pv.index);
+      gemm_pv(o, pf, sh, pv.index, o_written);
+      wgmma_commit();
+      gemm_qk(s, sh, next.qb, slot.index, consumer);
       wgmma_commit();
       pass_mma_token(consumer);
-      wgmma_wait<0>();
+      wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
       fence_operands(o);
       release(&sh.v_empty[pv.index], thread);
-    } else {
-      release(&sh.q_empty, thread);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2);
+      // Retired before the paths join: an S product in flight across the join
+      // makes the compiler copy its registers there, which serialises every wgmma.
+      wgmma_wait<0>();
+      fence_operands(s);
+    } else {  // the CTA's last tile, or one without live key blocks
+      if (live) {
+        mbar_wait(&sh.v_full[pv.index], pv.phase);
+        take_mma_token(consumer);
+        gemm_pv(o, pf, sh, pv.index, o_written);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        wgmma_wait<0>();
+        fence_operands(o);
+        release(&sh.v_empty[pv.index], thread);
+      } else if (next.n >= 0) {
+        mbar_wait(&sh.k_full[slot.index], slot.phase);
+        take_mma_token(consumer);
+        gemm_qk(s, sh, next.qb, slot.index, consumer);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        wgmma_wait<0>();
+        fence_operands(s);
+      }
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, st, to_log2);
     }
-    epilogue(P, sh, tile, consumer, thread, pos, o, st, to_log2);
+    if (!more) break;
+    cur = next;
+    t = t_next;
+    ++iter;
   }
   if (thread == 0) tma_store_wait_all();
 }
@@ -564,10 +705,14 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
   const uint32_t raw = smem_addr(smem_raw);
   SharedStorage& sh =
       *reinterpret_cast<SharedStorage*>(smem_raw + ((1024 - raw % 1024) % 1024));
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0: the compiler then knows the role is warp-uniform, and so
+  // is every branch derived from it (no serialised wgmma in 'divergent' paths).
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (threadIdx.x == 0) {
-    mbar_init(&sh.q_full, 1);
-    mbar_init(&sh.q_empty, 4 * kConsumers);
+    for (int i = 0; i < kQBuffers; ++i) {
+      mbar_init(&sh.q_full[i], 1);
+      mbar_init(&sh.q_empty[i], 4 * kConsumers);
+    }
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&sh.k_full[i], 1);
       mbar_init(&sh.v_full[i], 1);
