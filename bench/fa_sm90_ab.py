@@ -3,26 +3,29 @@ and/or macros prepended to fa_sm90.cu) is compiled, its output checked against
 SDPA on the same inputs, then timed (median of triton's do_bench) on the
 BENCHMARK.md workload (bf16, 16k tokens per batch). Writes a JSON and a table.
 
-    python bench/fa_sm90_ab.py --out DIR [--s 4096] [--heads 32/32]"""
+    python bench/fa_sm90_ab.py --out DIR [--s 4096] [--heads 32/32] [--label TEXT]
+    python bench/fa_sm90_ab.py --render DIR     # ab.md from DIR/ab.json"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
 
 from cubridge.kernels import fa_sm90
 from cubridge.kernels.fa_sm90 import Sm90TileConfig
 
 # name -> (head dim, tile config, macros[, source file replacing fa_sm90.cu])
 CANDIDATES = {
-    "d128-v1": (128, Sm90TileConfig(128, 128, 2), {}, ".ab/v1.cu"),
+    "d128-nopp": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PINGPONG": 0}),
+    "d64-nopp": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PINGPONG": 0}),
     "d128-bn128": (128, Sm90TileConfig(128, 128, 2), {}),
     "d128-q1": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_Q_BUFFERS": 1}),
     "d64-q1": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_Q_BUFFERS": 1}),
@@ -51,13 +54,40 @@ def tflops(b, hq, s, d, ms, causal):
     return 4 * b * hq * pairs * d / (ms * 1e-3) / 1e12
 
 
+def render(directory: Path) -> str:
+    """The markdown table of one A/B run (written beside its JSON)."""
+    data = json.loads((directory / "ab.json").read_text())
+    meta = data["meta"]
+    lines = [f"{meta['device']}, {meta['date']}, torch {meta['torch']}"
+             + (f"; source: {meta['label']}" if meta.get("label") else ""), "",
+             "| candidate | mode | S | heads | TFLOP/s | rel err vs SDPA |",
+             "|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        value = f"{r['tflops']:.1f}" if "tflops" in r else f"- ({r['error'][:60]})"
+        err = f"{r['rel_err']:.2e}" if "rel_err" in r else "-"
+        lines.append(f"| {r['candidate']} | {r['mode']} | {r['S']} | {r['heads']} | {value} "
+                     f"| {err} |")
+    text = "\n".join(lines) + "\n"
+    (directory / "ab.md").write_text(text)
+    return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--render", type=Path, help="write DIR/ab.md from DIR/ab.json and stop")
+    ap.add_argument("--label", default="", help="what source is measured (commit, patch)")
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--s", type=int, nargs="+", default=[4096])
     ap.add_argument("--heads", default="32/32")
     ap.add_argument("--only", nargs="*", help="candidate names (default: all)")
     args = ap.parse_args()
+    if args.render:
+        print(render(args.render))
+        return
+    if args.out is None:
+        ap.error("--out is required")
+    from triton.testing import do_bench  # (GPU machines only; --render needs no triton)
+
     hq, hk = (int(x) for x in args.heads.split("/"))
     names = args.only or list(CANDIDATES)
     jobs = [(n, c) for n in names for c in (False, True)]
@@ -91,14 +121,14 @@ def main() -> None:
                 continue
             if d not in inputs:
                 g = torch.Generator(device="cuda").manual_seed(s + d)
-                mk = lambda *sh: torch.randn(*sh, device="cuda", dtype=torch.bfloat16, generator=g)
-                inputs[d] = (mk(b, hq, s, d), mk(b, hk, s, d), mk(b, hk, s, d))
+                inputs[d] = tuple(torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16,
+                                              generator=g) for h in (hq, hk, hk))
             q, k, v = inputs[d]
             ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                  is_causal=causal, enable_gqa=hq != hk)
-            run = lambda: fa_sm90.attention(q, k, v, causal=causal, source=source,
-                                            config=cfg)[0]
-            out = run()
+            run = functools.partial(fa_sm90.attention, q, k, v, causal=causal, source=source,
+                                    config=cfg)
+            out = run()[0]
             err_rel = ((out.float() - ref).norm() / ref.norm()).item()
             if not err_rel < 1e-2:
                 rows.append({**row, "error": f"wrong output: rel err {err_rel:.3g}"})
@@ -112,8 +142,10 @@ def main() -> None:
                   f"(err {err_rel:.2e})", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
-            "torch": torch.__version__}
+            "torch": torch.__version__, "label": args.label,
+            "command": "python bench/fa_sm90_ab.py " + " ".join(sys.argv[1:])}
     (args.out / "ab.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(render(args.out))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ def _regs(first: int, count: int) -> str:
 def _outs(n_acc: int) -> str:
     lines = []
     for row in range(0, n_acc, 8):
-        lines.append("        " + ", ".join(f'"+f"(d[{i}])' for i in range(row, min(row + 8, n_acc))))
+        regs = range(row, min(row + 8, n_acc))
+        lines.append("        " + ", ".join(f'"+f"(d[{i}])' for i in regs))
     return ",\n".join(lines)
 
 

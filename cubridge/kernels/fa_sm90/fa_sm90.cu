@@ -404,12 +404,18 @@ __device__ __forceinline__ void probs_to_fragments(const float (&s)[kSAcc],
 
 // ---- consumer: the mma token ---------------------------------------------------------
 
+// Consumers issue their gemms in turn (ping-pong), so one's softmax runs while the
+// tensor cores work on the other's gemms. CUBRIDGE_PINGPONG=0 turns it off (A/B).
+#ifndef CUBRIDGE_PINGPONG
+#define CUBRIDGE_PINGPONG 1
+#endif
+
 __device__ __forceinline__ void take_mma_token(int consumer) {
-  named_barrier_sync(kMmaTokenBarrier + consumer, 256);
+  if (CUBRIDGE_PINGPONG) named_barrier_sync(kMmaTokenBarrier + consumer, 256);
 }
 
 __device__ __forceinline__ void pass_mma_token(int consumer) {
-  named_barrier_arrive(kMmaTokenBarrier + (consumer + 1) % kConsumers, 256);
+  if (CUBRIDGE_PINGPONG) named_barrier_arrive(kMmaTokenBarrier + (consumer + 1) % kConsumers, 256);
 }
 
 // ---- consumer: one tile --------------------------------------------------------------
