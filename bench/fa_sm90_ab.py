@@ -37,6 +37,8 @@ CANDIDATES = {
     "d64-bm192-bn128": (64, Sm90TileConfig(192, 128, 2), {}),
     "d64-bm192-bn96": (64, Sm90TileConfig(192, 96, 2), {}),
     "d64-bm192-bn96-s3": (64, Sm90TileConfig(192, 96, 3), {}),
+    "d64-bm128-bn192": (64, Sm90TileConfig(128, 192, 2), {}),
+    "d64-bm128-bn176": (64, Sm90TileConfig(128, 176, 2), {}),
 }
 
 
