@@ -95,12 +95,20 @@ def tensor_map(t: torch.Tensor, box_rows: int, what: str) -> TensorMap:
 
 
 def schedule_section(heads_q: int, heads_k: int, seqlen_k: int, head_dim: int,
-                     elem_bytes: int) -> int:
-    """(batch, head) pairs per section of the tile order: as many whole GQA groups as
-    keep their K and V within the L2 budget, so tiles running together share them."""
+                     elem_bytes: int, num_m_blocks: int, num_ctas: int) -> int:
+    """(batch, head) pairs per section of the tile order (whole GQA groups).
+
+    Tiles run section by section, query blocks last-first inside one. A section
+    of about one wave of tiles (num_ctas / num_m_blocks heads) has the CTAs that
+    run together read the same K/V blocks at the same time (L2 hits), and its
+    query blocks of every length spread over the CTAs of the static round robin
+    (causal balance). Sections never hold more K/V than the L2 budget."""
     group = heads_q // heads_k
-    kv_bytes = 2 * seqlen_k * head_dim * elem_bytes
-    return group * max(1, L2_SECTION_BYTES // max(kv_bytes, 1))
+    kv_bytes = 2 * seqlen_k * head_dim * elem_bytes * heads_k // heads_q  # per q head
+    wave = max(1, round(num_ctas / max(num_m_blocks, 1)))
+    budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
+    groups = max(1, min(-(-wave // group), budget))
+    return group * groups
 
 
 @functools.cache
@@ -136,8 +144,9 @@ class Sm90AttentionKernel(AttentionKernel):
         prm.num_tiles = b * hq * prm.num_m_blocks
         if prm.num_tiles >= 1 << 31:
             raise LaunchError(f"fa_sm90: {prm.num_tiles} tiles exceed the schedule's int range")
-        prm.section = schedule_section(hq, hk, sk, d, q.element_size())
         grid = (min(prm.num_tiles, _sm_count(device.index)), 1, 1)
+        prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks,
+                                       grid[0])
         module = load_cubin(self.compiled.key, self.compiled.cubin_path, device)
         with torch.cuda.device(device):
             module.function(self.entry).launch(grid, (info.threads, 1, 1), info.smem_bytes, prm)
