@@ -19,6 +19,7 @@ from cubridge.build.errors import LaunchError
 PANEL_COLS = 64          # TMA box inner size: one 128-byte swizzle span of 16-bit elements
 ROWS_PER_CONSUMER = 64   # the epilogue stores 64-row boxes per consumer warpgroup
 L2_SECTION_BYTES = 24 << 20  # K/V bytes of the heads scheduled together (H100 L2: 50 MB)
+SECTION_WAVES_MASKED = 3     # waves of tiles per schedule section under a mask
 
 # cuda.h enums (CUtensorMapDataType, ...Swizzle, ...L2promotion)
 _DATA_TYPE = {torch.float16: 6, torch.bfloat16: 9}
@@ -95,17 +96,19 @@ def tensor_map(t: torch.Tensor, box_rows: int, what: str) -> TensorMap:
 
 
 def schedule_section(heads_q: int, heads_k: int, seqlen_k: int, head_dim: int,
-                     elem_bytes: int, num_m_blocks: int, num_ctas: int) -> int:
+                     elem_bytes: int, num_m_blocks: int, num_ctas: int,
+                     masked: bool = False) -> int:
     """(batch, head) pairs per section of the tile order (whole GQA groups).
 
-    Tiles run section by section, query blocks last-first inside one. A section
-    of about one wave of tiles (num_ctas / num_m_blocks heads) has the CTAs that
-    run together read the same K/V blocks at the same time (L2 hits), and its
-    query blocks of every length spread over the CTAs of the static round robin
-    (causal balance). Sections never hold more K/V than the L2 budget."""
+    Tiles run section by section, query blocks last-first inside one. Without a
+    mask a section is about one wave of tiles (num_ctas / num_m_blocks heads): the
+    CTAs that run together then read the same K/V blocks at the same time. With
+    one (tiles of unequal length) it is three waves: measured on an H100, one
+    wave gives +6% full attention but -9% causal (MHA, S = 4096), three waves
+    keep causal where twelve heads had it. Never more K/V than the L2 budget."""
     group = heads_q // heads_k
     kv_bytes = 2 * seqlen_k * head_dim * elem_bytes * heads_k // heads_q  # per q head
-    wave = max(1, round(num_ctas / max(num_m_blocks, 1)))
+    wave = max(1, round(num_ctas / max(num_m_blocks, 1))) * (SECTION_WAVES_MASKED if masked else 1)
     budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
     groups = max(1, min(-(-wave // group), budget))
     return group * groups
@@ -118,6 +121,11 @@ def _sm_count(index: int) -> int:
 
 class Sm90AttentionKernel(AttentionKernel):
     """A compiled fa_sm90: the launch builds tensor maps and runs a persistent grid."""
+
+    @staticmethod
+    def masked(module) -> bool:
+        """Whether the build's hooks mask (`cubridge_sm90_masked` in the cubin)."""
+        return module.read_global("cubridge_sm90_masked", 4) != bytes(4)
 
     def run(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
             aux: Sequence[torch.Tensor], out: torch.Tensor, lse: torch.Tensor) -> None:
@@ -145,8 +153,8 @@ class Sm90AttentionKernel(AttentionKernel):
         if prm.num_tiles >= 1 << 31:
             raise LaunchError(f"fa_sm90: {prm.num_tiles} tiles exceed the schedule's int range")
         grid = (min(prm.num_tiles, _sm_count(device.index)), 1, 1)
-        prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks,
-                                       grid[0])
         module = load_cubin(self.compiled.key, self.compiled.cubin_path, device)
+        prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks,
+                                       grid[0], self.masked(module))
         with torch.cuda.device(device):
             module.function(self.entry).launch(grid, (info.threads, 1, 1), info.smem_bytes, prm)
