@@ -40,7 +40,7 @@ def _file(path: str, what: str) -> Path:
 
 
 def _settings(seed: int | None = None, sizes: list[list[int]] | None = None):  # noqa: ANN202
-    from cubridge.stages.settings import IR_SIZES, StageSettings
+    from cubridge.llm_path.settings import IR_SIZES, StageSettings
 
     if sizes is not None and not all(len(s) == 3 and all(x > 0 for x in s) for s in sizes):
         raise ToolError(f"sizes must be a list of [batch, seqlen_q, seqlen_k], got {sizes}")
@@ -50,7 +50,7 @@ def _settings(seed: int | None = None, sizes: list[list[int]] | None = None):  #
 def list_kernels() -> str:
     from cubridge.kernels import list_kernels as names
     from cubridge.kernels import load_metadata
-    from cubridge.stages.library import library_kernel
+    from cubridge.llm_path.library import library_kernel
 
     out = []
     for name in names():
@@ -63,8 +63,8 @@ def list_kernels() -> str:
 
 
 def show_ir(path: str | None = None, kernel: str | None = None) -> str:
-    from cubridge.stages.library import library_kernel
-    from cubridge.stages.lower_llm import describe_target
+    from cubridge.llm_path.library import library_kernel
+    from cubridge.llm_path.lower import describe_target
 
     if (path is None) == (kernel is None):
         raise ToolError("give exactly one of path (a CuIR file) or kernel (a library kernel)")
@@ -77,7 +77,7 @@ def show_ir(path: str | None = None, kernel: str | None = None) -> str:
 def verify_ir(path: str, spec: str, sizes: list[list[int]] | None = None,
               seed: int | None = None) -> str:
     from cubridge.llm.loop import Rejected
-    from cubridge.stages.programs import verify_ir_source
+    from cubridge.llm_path.programs import verify_ir_source
 
     source = _file(path, "CuIR file").read_text()
     try:
@@ -90,8 +90,8 @@ def verify_ir(path: str, spec: str, sizes: list[list[int]] | None = None,
 
 
 def diff_ir(path: str, kernel: str = "fa_sm80") -> str:
-    from cubridge.stages.library import library_kernel
-    from cubridge.stages.lower_llm import describe_target
+    from cubridge.llm_path.library import library_kernel
+    from cubridge.llm_path.lower import describe_target
 
     lib = library_kernel(kernel)
     target = _file(path, "CuIR file")
@@ -107,7 +107,7 @@ def lower(out: str, spec: str | None = None, edits: str | None = None,
     """Hook codegen for a spec whose change stays in the hooks; or the kernel's
     CUDA with edit actions applied (the agent's own lowering)."""
     from cubridge.llm import EditError, ReplyParseError, apply_edits, parse_edits
-    from cubridge.stages.library import library_kernel
+    from cubridge.llm_path.library import library_kernel
 
     target = Path(out)
     if edits is not None:
@@ -123,8 +123,8 @@ def lower(out: str, spec: str | None = None, edits: str | None = None,
     if spec is None:
         raise ToolError("give spec (hook codegen) or edits (edit actions on the CUDA source)")
     from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
     from cubridge.spec import load
-    from cubridge.stages.route import choose_path
     from cubridge.transfer.hooks import plan_hooks
 
     loaded = load(_file(spec, "spec"))
@@ -138,8 +138,8 @@ def lower(out: str, spec: str | None = None, edits: str | None = None,
 
 
 def _builds(spec: str, config: dict[str, Any] | None):  # noqa: ANN202
+    from cubridge.llm_path.lower import builds_for
     from cubridge.spec import load
-    from cubridge.stages.lower_llm import builds_for
 
     loaded = load(_file(spec, "spec"))
     return loaded, builds_for(loaded, config or {})
@@ -186,7 +186,7 @@ def verify_gpu(source: str, spec: str, arch: str | None = None,
     from cubridge.build import compile_cuda as nvcc
     from cubridge.build.driver import device_arch
     from cubridge.llm.loop import Rejected
-    from cubridge.stages.lower_llm import gpu_verifier
+    from cubridge.llm_path.lower import gpu_verifier
 
     loaded, builds = _builds(spec, config)
     arch = arch or device_arch(torch.device("cuda"))

@@ -23,8 +23,8 @@ import torch
 from cubridge.attention import Shape
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.pipeline.lowered import LoweredKernel
-from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
 from cubridge.pipeline.variant import VariantKernel
+from cubridge.rundir import RunDir, StageRecord, content_hash
 from cubridge.spec.model import Spec
 
 if TYPE_CHECKING:
@@ -168,16 +168,16 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     return result
 
 
-# -- the LLM path (cubridge.stages, issue 6): taken when the change leaves the hooks ----------
+# -- the LLM path (cubridge.llm_path, issue 6): taken when the change leaves the hooks ----------
 
 def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOptions,
                    result: RunResult) -> bool:
     """Say which path the run takes and why; on the LLM path run its stages
-    (cubridge.stages.llm_run) and return True."""
+    (cubridge.llm_path.run) and return True."""
     from cubridge.llm import LLMError
-    from cubridge.stages import StageFailed
-    from cubridge.stages.llm_run import run_llm_path
-    from cubridge.stages.route import choose_path
+    from cubridge.llm_path import StageFailed
+    from cubridge.llm_path.run import run_llm_path
+    from cubridge.pipeline.route import choose_path
 
     choice = choose_path(spec, opts.kernel)
     run_dir.log(f"[path] {choice}")

@@ -4,7 +4,7 @@ exists).
 
 D = 128 sits at the 255-register limit, so generated hooks may spill a few
 loop-invariant scalars (reloaded once per key block, measured harmless in
-cubridge/kernels/fa_sm80/PERF.md). The bound below is what the kernel holds
+bench/kernels/fa_sm80/PERF.md). The bound below is what the kernel holds
 today with nvcc 13.0 (at most about 100 B, in either entry point); before the
 per-block mask bits the document masks spilled 420 bytes inside the masked
 path, which this test would reject."""
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cubridge.kernels.fa_sm80.perf import GENERATED_VARIANTS, generated_headers
 from kernel_helpers import requires_nvcc
 
 from cubridge.kernels import fa_sm80
-from cubridge.kernels.fa_sm80.perf import GENERATED_VARIANTS, generated_headers
 
 pytestmark = [pytest.mark.nvcc, requires_nvcc]
 

@@ -20,12 +20,12 @@ from typing import Any
 
 from cubridge.llm import LLMClient, code_block
 from cubridge.llm.sandbox import check_source
-from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
-from cubridge.stages.correspondence import check_correspondence, parse_correspondence
-from cubridge.stages.programs import VerifiedProgram, verify_ir_source
-from cubridge.stages.prompts import numbered, stage_messages
-from cubridge.stages.sampling import best_of_k
-from cubridge.stages.settings import StageSettings
+from cubridge.llm_path.correspondence import check_correspondence, parse_correspondence
+from cubridge.llm_path.programs import VerifiedProgram, verify_ir_source
+from cubridge.llm_path.prompts import numbered, stage_messages
+from cubridge.llm_path.sampling import best_of_k
+from cubridge.llm_path.settings import StageSettings
+from cubridge.rundir import RunDir, StageRecord, content_hash
 
 STAGE = "lift"
 LIFTED = "lifted_cuir.py"

@@ -13,10 +13,10 @@ from stage_fixtures import FAST, ROOT, fixture_reply
 
 from cubridge.llm import ReplyParseError, read_exchanges
 from cubridge.llm.loop import Rejected
-from cubridge.pipeline.rundir import RunDir
-from cubridge.stages import StageFailed
-from cubridge.stages.correspondence import check_correspondence, parse_correspondence
-from cubridge.stages.lift import lift
+from cubridge.llm_path import StageFailed
+from cubridge.llm_path.correspondence import check_correspondence, parse_correspondence
+from cubridge.llm_path.lift import lift
+from cubridge.rundir import RunDir
 
 CU = ROOT / "cubridge" / "kernels" / "fa_sm80" / "fa_sm80.cu"
 GOOD = fixture_reply("lift_fa_sm80.md")

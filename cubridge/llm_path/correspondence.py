@@ -44,7 +44,7 @@ def check_correspondence(data: dict[str, Any], ir_source: str, cuda_lines: int
                          ) -> list[dict[str, Any]]:
     """Validate every entry against the program and the CUDA file; Rejected
     with each problem otherwise. Returns the entries."""
-    from cubridge.stages.programs import defined_functions
+    from cubridge.llm_path.programs import defined_functions
 
     methods = defined_functions(ir_source)
     ir_len = len(ir_source.splitlines())

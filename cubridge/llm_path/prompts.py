@@ -1,4 +1,5 @@
-"""Building the stages' prompts from the template files in cubridge/llm/prompts/."""
+"""Building the stages' prompts from the template files beside them
+(cubridge/llm_path/prompts/)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from cubridge.llm import Message, number_lines, system, user
 from cubridge.llm.templates import load_template, render
 
+PROMPTS_PACKAGE = "cubridge.llm_path"
 _REPO_MANUAL = Path(__file__).resolve().parents[2] / "docs" / "cuir.md"
 
 
@@ -24,8 +26,8 @@ def cuir_manual() -> str:
 
 def stage_messages(template: str, **variables: str) -> list[Message]:
     """The system prompt (role, rules, the CuIR manual) and the stage's task."""
-    return [system(render("stage_system", manual=cuir_manual())),
-            user(render(template, **variables))]
+    return [system(render("stage_system", PROMPTS_PACKAGE, manual=cuir_manual())),
+            user(render(template, PROMPTS_PACKAGE, **variables))]
 
 
 def numbered(source: str) -> str:
@@ -33,4 +35,4 @@ def numbered(source: str) -> str:
 
 
 def edit_actions_help() -> str:
-    return load_template("edit_actions")
+    return load_template("edit_actions", PROMPTS_PACKAGE)

@@ -13,11 +13,11 @@ from stage_fixtures import FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.build.nvcc import nvcc_available
 from cubridge.llm import Request, code_block, record_fixture
+from cubridge.llm_path.library import library_kernel
+from cubridge.llm_path.lower import builds_for, describe_target, lower_messages
+from cubridge.llm_path.settings import StageSettings
+from cubridge.llm_path.transfer import transfer_messages
 from cubridge.pipeline.run import RunOptions, load_variant, run
-from cubridge.stages.library import library_kernel
-from cubridge.stages.lower_llm import builds_for, describe_target, lower_messages
-from cubridge.stages.settings import StageSettings
-from cubridge.stages.transfer_llm import transfer_messages
 
 SETTINGS = StageSettings(ir_sizes=((1, 65, 129),), seed=3)
 
@@ -43,7 +43,7 @@ def _replayed_cosine_run(tmp_path, monkeypatch, **options):
     monkeypatch.setenv("CUBRIDGE_LLM_PROVIDER", "replay")
     monkeypatch.setenv("CUBRIDGE_LLM_REPLAY_DIR", str(fixtures))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
-    monkeypatch.setattr("cubridge.stages.llm_run.StageSettings", lambda: SETTINGS)
+    monkeypatch.setattr("cubridge.llm_path.run.StageSettings", lambda: SETTINGS)
     return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a", **options))
 
 

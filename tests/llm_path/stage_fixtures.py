@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cubridge.stages import StageSettings
+from cubridge.llm_path import StageSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "llm"

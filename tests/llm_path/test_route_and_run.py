@@ -10,11 +10,11 @@ import pytest
 from stage_fixtures import FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.llm import Request, record_fixture
+from cubridge.llm_path.settings import StageSettings
+from cubridge.llm_path.transfer import transfer_messages
+from cubridge.pipeline.route import choose_path
 from cubridge.pipeline.run import RunOptions, run
 from cubridge.spec import load
-from cubridge.stages.route import choose_path
-from cubridge.stages.settings import StageSettings
-from cubridge.stages.transfer_llm import transfer_messages
 
 
 @pytest.mark.parametrize(("spec", "path", "why"), [
@@ -40,7 +40,7 @@ def test_cubridge_run_takes_the_llm_path_for_cosine(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
     # Keep this test about the path and the transfer: lowering needs nvcc (tested apart).
     monkeypatch.setattr("cubridge.build.nvcc.nvcc_available", lambda: False)
-    monkeypatch.setattr("cubridge.stages.llm_run.StageSettings",
+    monkeypatch.setattr("cubridge.llm_path.run.StageSettings",
                         lambda: StageSettings(ir_sizes=((1, 65, 129),), seed=2))
     lines: list[str] = []
     result = run(SPECS / "cosine.py", RunOptions(out=out, log=lines.append, bench=False))
@@ -66,7 +66,7 @@ def test_a_person_completes_the_llm_path_with_the_manual_provider(tmp_path, monk
     monkeypatch.setenv("CUBRIDGE_LLM_MANUAL_DIR", str(manual))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
     monkeypatch.setattr("cubridge.build.nvcc.nvcc_available", lambda: False)
-    monkeypatch.setattr("cubridge.stages.llm_run.StageSettings",
+    monkeypatch.setattr("cubridge.llm_path.run.StageSettings",
                         lambda: StageSettings(ir_sizes=((1, 65, 129),), seed=4))
 
     def person() -> None:  # waits for the prompt, answers it as the expert

@@ -11,9 +11,9 @@ import pytest
 from stage_fixtures import FAST, FIXTURE_LABEL, ROOT, SPECS, fixture_reply
 
 from cubridge.llm import LLMClient, Request, load_config, read_exchanges, record_fixture
-from cubridge.pipeline.rundir import RunDir
-from cubridge.stages.lift import lift, lift_messages
-from cubridge.stages.transfer_llm import transfer, transfer_messages
+from cubridge.llm_path.lift import lift, lift_messages
+from cubridge.llm_path.transfer import transfer, transfer_messages
+from cubridge.rundir import RunDir
 
 
 def _replay_client(fixtures, run_dir, stage: str) -> LLMClient:

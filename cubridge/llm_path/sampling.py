@@ -18,7 +18,7 @@ from cubridge.llm.client import LLMClient
 from cubridge.llm.loop import RoundsExhausted, ask_until_valid
 from cubridge.llm.request import Message
 from cubridge.llm.transcript import Exchange
-from cubridge.stages.settings import StageFailed, StageSettings
+from cubridge.llm_path.settings import StageFailed, StageSettings
 
 T = TypeVar("T")
 

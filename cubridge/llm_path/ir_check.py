@@ -1,5 +1,5 @@
 """Trusted entry points that run inside the sandbox process on a generated
-CuIR module (`run_generated(source, entry="cubridge.stages.ir_check:...")`).
+CuIR module (`run_generated(source, entry="cubridge.llm_path.ir_check:...")`).
 
 They find the module's one kernel class, run it with the executor against a
 spec and return plain data (it crosses the process boundary pickled).

@@ -11,7 +11,7 @@ from typing import Any
 
 from cubridge.llm import SandboxLimits, code_block, run_generated
 from cubridge.llm.loop import Rejected
-from cubridge.stages.settings import StageSettings
+from cubridge.llm_path.settings import StageSettings
 
 IR_FILENAME = "target_cuir.py"
 
@@ -44,7 +44,7 @@ def verify_ir_source(source: str, spec_path: Path, settings: StageSettings, *,
     """Static check + sandboxed execution against the spec; Rejected on failure
     (StaticCheckError / SandboxError propagate: the loop feeds them back too)."""
     result = run_generated(
-        source, filename=filename, entry="cubridge.stages.ir_check:verify_program",
+        source, filename=filename, entry="cubridge.llm_path.ir_check:verify_program",
         args=(str(Path(spec_path).resolve()), tuple(settings.ir_sizes), settings.ir_trials,
               settings.seed),
         limits=sandbox_limits(settings))

@@ -12,10 +12,10 @@ import torch
 from stage_fixtures import SPECS, fixture_reply
 
 from cubridge.llm import apply_edits, parse_edits
+from cubridge.llm_path.library import library_kernel
+from cubridge.llm_path.lower import builds_for, gpu_verifier
+from cubridge.llm_path.settings import StageSettings
 from cubridge.spec import load
-from cubridge.stages.library import library_kernel
-from cubridge.stages.lower_llm import builds_for, gpu_verifier
-from cubridge.stages.settings import StageSettings
 
 pytestmark = pytest.mark.gpu
 

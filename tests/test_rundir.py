@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from cubridge.pipeline.rundir import RunDir, content_hash
+from cubridge.rundir import RunDir, content_hash
 
 
 def test_content_hash_is_stable_and_order_sensitive():

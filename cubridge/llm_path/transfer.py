@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cubridge.llm import LLMClient
-from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
-from cubridge.stages.library import library_kernel
-from cubridge.stages.programs import IR_FILENAME, VerifiedProgram, program_from_reply
-from cubridge.stages.prompts import stage_messages
-from cubridge.stages.sampling import best_of_k
-from cubridge.stages.settings import StageSettings
+from cubridge.llm_path.library import library_kernel
+from cubridge.llm_path.programs import IR_FILENAME, VerifiedProgram, program_from_reply
+from cubridge.llm_path.prompts import stage_messages
+from cubridge.llm_path.sampling import best_of_k
+from cubridge.llm_path.settings import StageSettings
+from cubridge.rundir import RunDir, StageRecord, content_hash
 
 STAGE = "transfer"
 

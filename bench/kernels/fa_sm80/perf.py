@@ -1,7 +1,7 @@
 """Check and time fa_sm80 on the GPU; writes perf.json and PERF.md (device,
 date, commit, command recorded by this script, never retyped).
 
-    python -m cubridge.kernels.fa_sm80.perf --out DIR [--commit SHA] [--quick]
+    python bench/kernels/fa_sm80/perf.py --out DIR [--commit SHA] [--quick]
 
 Every timed configuration is first checked against a float64 reference (on a
 slice of its heads), and its TFLOP/s counts allowed (q, k) pairs only."""
@@ -292,7 +292,7 @@ def write_report(out_dir: Path, checks: list, perf: list, generated: list, commi
     lines = [
         "# fa_sm80 measurements",
         "",
-        f"Written by `cubridge/kernels/fa_sm80/perf.py`. Device: {meta['device']}; "
+        f"Written by `bench/kernels/fa_sm80/perf.py`. Device: {meta['device']}; "
         f"date: {meta['date']}; commit: {commit}; torch {meta['torch']}.",
         f"Command: `{command}`",
         "",
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     perf = run_perf(args.quick)
     generated = [] if args.no_generated else run_generated_hooks(args.variants, sources,
                                                                   configs)
-    command = " ".join(["python -m cubridge.kernels.fa_sm80.perf", *sys.argv[1:]])
+    command = " ".join(["python bench/kernels/fa_sm80/perf.py", *sys.argv[1:]])
     write_report(args.out, checks, perf, generated, commit, command)
     failed = [c for c in checks if not c["ok"]] + [p for p in perf if not p["ok"]] + \
         [g for g in generated if not g.get("ok")]

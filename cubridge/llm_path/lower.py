@@ -25,13 +25,13 @@ import torch
 
 from cubridge.llm import LLMClient, ReplyParseError, apply_edits, parse_edits, run_generated
 from cubridge.llm.loop import Rejected
-from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
-from cubridge.stages.correspondence import render_correspondence
-from cubridge.stages.library import LibraryKernel, library_kernel
-from cubridge.stages.programs import sandbox_limits
-from cubridge.stages.prompts import edit_actions_help, numbered, stage_messages
-from cubridge.stages.sampling import best_of_k
-from cubridge.stages.settings import StageFailed, StageSettings
+from cubridge.llm_path.correspondence import render_correspondence
+from cubridge.llm_path.library import LibraryKernel, library_kernel
+from cubridge.llm_path.programs import sandbox_limits
+from cubridge.llm_path.prompts import edit_actions_help, numbered, stage_messages
+from cubridge.llm_path.sampling import best_of_k
+from cubridge.llm_path.settings import StageFailed, StageSettings
+from cubridge.rundir import RunDir, StageRecord, content_hash
 
 STAGE = "lower"
 CONTEXT_LINES = 3  # edited-source lines shown around each compiler error
@@ -83,7 +83,7 @@ def describe_target(target_ir: Path, lib: LibraryKernel, settings: StageSettings
     """Outline, config and structural diff of the target against the library
     program, computed in the sandbox (the target is generated code)."""
     result = run_generated(Path(target_ir).read_text(), filename="target_cuir.py",
-                           entry="cubridge.stages.ir_check:describe_program",
+                           entry="cubridge.llm_path.ir_check:describe_program",
                            args=(lib.ir_class,), limits=sandbox_limits(settings))
     return result.value
 

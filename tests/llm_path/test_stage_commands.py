@@ -46,7 +46,7 @@ def test_lift_command_without_a_spec_beside_the_kernel(capsys, tmp_path):
 
 
 def test_settings_are_validated():
-    from cubridge.stages import StageSettings
+    from cubridge.llm_path import StageSettings
 
     with pytest.raises(ValueError, match="k must be >= 1"):
         StageSettings(k=0)

@@ -16,10 +16,10 @@ from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
-from cubridge.pipeline.rundir import RunDir
+from cubridge.llm_path.library import library_kernel
+from cubridge.llm_path.lower import builds_for, describe_target, lower, lower_messages
+from cubridge.rundir import RunDir
 from cubridge.spec import load
-from cubridge.stages.library import library_kernel
-from cubridge.stages.lower_llm import builds_for, describe_target, lower, lower_messages
 
 pytestmark = pytest.mark.nvcc
 

@@ -15,9 +15,9 @@ from llm_fakes import make_client
 from stage_fixtures import FAST, SPECS, fixture_reply
 
 from cubridge.llm import BudgetExceeded, read_exchanges
-from cubridge.pipeline.rundir import RunDir
-from cubridge.stages import StageFailed
-from cubridge.stages.transfer_llm import transfer
+from cubridge.llm_path import StageFailed
+from cubridge.llm_path.transfer import transfer
+from cubridge.rundir import RunDir
 
 COSINE = SPECS / "cosine.py"
 GOOD = fixture_reply("transfer_cosine.md")

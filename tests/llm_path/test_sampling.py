@@ -8,8 +8,8 @@ from llm_fakes import make_client
 
 from cubridge.llm import user
 from cubridge.llm.loop import Rejected
-from cubridge.stages import StageFailed, StageSettings
-from cubridge.stages.sampling import best_of_k
+from cubridge.llm_path import StageFailed, StageSettings
+from cubridge.llm_path.sampling import best_of_k
 
 
 def check(reply: str) -> int:

@@ -8,16 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from cubridge.llm import LLMClient, load_config
-from cubridge.pipeline.rundir import RunDir
-from cubridge.stages.settings import StageSettings
-from cubridge.stages.transfer_llm import transfer
+from cubridge.llm_path.settings import StageSettings
+from cubridge.llm_path.transfer import transfer
+from cubridge.rundir import RunDir
 
 
 def run_llm_path(spec_path: Path, run_dir: RunDir, *, kernel: str = "fa_sm80",
                  arch: str | None = None, settings: StageSettings | None = None) -> str:
     """Run the LLM stages; returns why the run stopped early ("" when it did not)."""
     from cubridge.build.nvcc import nvcc_available
-    from cubridge.stages.lower_llm import lower
+    from cubridge.llm_path.lower import lower
 
     settings = settings or StageSettings()
     config = load_config()

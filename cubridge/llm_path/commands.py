@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cubridge.llm import BudgetExceeded, LLMClient, LLMError, add_llm_arguments, config_from_args
-from cubridge.pipeline.rundir import RunDir, content_hash
-from cubridge.stages.settings import StageFailed, add_stage_arguments, settings_from_args
+from cubridge.llm_path.settings import StageFailed, add_stage_arguments, settings_from_args
+from cubridge.rundir import RunDir, content_hash
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,7 +87,7 @@ def _finish(run_dir: RunDir, client: LLMClient, artifact: Path) -> int:
 
 
 def _lift(args: argparse.Namespace) -> int:
-    from cubridge.stages.lift import lift
+    from cubridge.llm_path.lift import lift
 
     text = args.kernel.read_text() if args.kernel.is_file() else ""
     run_dir = _run_dir(args, f"lift-{args.kernel.stem}-{content_hash(text)[:8]}")
@@ -97,7 +97,7 @@ def _lift(args: argparse.Namespace) -> int:
 
 
 def _transfer(args: argparse.Namespace) -> int:
-    from cubridge.stages.transfer_llm import transfer
+    from cubridge.llm_path.transfer import transfer
 
     text = args.spec.read_text() if args.spec.is_file() else ""
     run_dir = _run_dir(args, f"transfer-{args.spec.stem}-{content_hash(text, args.kernel)[:8]}")
@@ -108,7 +108,7 @@ def _transfer(args: argparse.Namespace) -> int:
 
 
 def _lower(args: argparse.Namespace) -> int:
-    from cubridge.stages.lower_llm import lower
+    from cubridge.llm_path.lower import lower
 
     if not args.target.is_file():
         raise FileNotFoundError(f"target CuIR {args.target} does not exist")
