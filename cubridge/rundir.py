@@ -19,6 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The artifacts both paths to a kernel write (docs/architecture.md lists who writes each).
+SPEC_FILE = "spec.py"  # the spec snapshot
+PLAN_FILE = "plan.json"  # the route (rules | llm, why, the kernel) and the rules' hook plan
+TARGET_FILE = "target_cuir.py"  # the verified target CuIR
+SOURCE_FILE = "kernel.cu"  # the CUDA source the cubins are built from
+HOOKS_FILE = "cubridge_hooks.cuh"  # the hooks header they are built with
+AUX_MANIFEST_FILE = "aux_manifest.json"  # which AuxArgs slot holds which tensor
+LOWER_FILE = "lower.json"  # the library entry, the builds, whether the source was edited
+KERNEL_MODULE = "kernel.py"  # `attention(q, k, v, **aux)` of the finished run
+
+
+def lower_record(kernel: str, path: str, builds: list[dict[str, Any]], *,
+                 source_edited: bool, **extra: Any) -> dict[str, Any]:
+    """The content of lower.json, the same keys on both paths (plus `extra`)."""
+    return {"kernel": kernel, "path": path, "source": SOURCE_FILE,
+            "source_edited": source_edited, "hooks": HOOKS_FILE, "builds": builds, **extra}
+
 
 def content_hash(*parts: str | bytes) -> str:
     """A short, stable hash of the given parts (order matters)."""

@@ -1,8 +1,8 @@
-"""`cubridge lift | transfer | lower`: the LLM-driven stages by hand.
+"""`cubridge lift | lower`: the LLM-driven stages by hand (`cubridge transfer`,
+which tries the rules first, is a pipeline command using the same options).
 
 cubridge lift KERNEL.cu [--spec SPEC]                 expert CUDA -> CuIR + correspondence
-cubridge transfer --from KERNEL --spec SPEC           library CuIR -> target CuIR for SPEC
-cubridge lower TARGET_IR --from KERNEL [--spec SPEC]  target CuIR -> edited, compiled CUDA
+cubridge lower TARGET_IR [--from KERNEL] [--spec SPEC]  target CuIR -> edited, compiled CUDA
 
 Every exchange is saved under RUN/llm/<stage>/; rerunning the same command
 answers from the cache (no calls) and resumes an interrupted run.
@@ -27,30 +27,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lift.add_argument("kernel", type=Path, help="the CUDA source (.cu)")
     lift.add_argument("--spec", type=Path,
                       help="spec of what the kernel computes (default: spec.py beside it)")
-    _common(lift, _lift)
-
-    transfer = subparsers.add_parser(
-        "transfer", help="LLM: write and verify the target CuIR of a spec from a library kernel")
-    transfer.add_argument("--from", dest="kernel", default="fa_sm80",
-                          help="library kernel (default fa_sm80)")
-    transfer.add_argument("--spec", type=Path, required=True, help="the user's spec file")
-    _common(transfer, _transfer)
+    add_stage_command_arguments(lift, _lift)
 
     lower = subparsers.add_parser(
         "lower", help="LLM: edit the library CUDA where the IR diff says, compile, verify")
     lower.add_argument("target", type=Path, help="the target CuIR (e.g. RUN/target_cuir.py)")
-    lower.add_argument("--from", dest="kernel", default="fa_sm80",
-                       help="library kernel (default fa_sm80)")
+    lower.add_argument("--from", "--kernel", dest="kernel",
+                       help="library kernel (default: selected for --arch and the spec)")
     lower.add_argument("--spec", type=Path,
                        help="the user's spec (default: spec.py beside TARGET)")
     lower.add_argument("--correspondence", type=Path,
                        help="correspondence.json of a lift of the kernel (IR method -> CUDA lines)")
     lower.add_argument("--arch", default="sm_90a", help="compile for this arch (default sm_90a)")
-    _common(lower, _lower)
+    add_stage_command_arguments(lower, _lower)
 
 
-def _common(parser: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
-    parser.add_argument("--out", type=Path, help="run directory (default runs/<stage>-<...>)")
+def add_stage_command_arguments(parser: argparse.ArgumentParser,
+                                func: Callable[[argparse.Namespace], int]) -> None:
+    """--out, the stage settings and the LLM options; `func` runs with the
+    LLM path's exit codes (1 no candidate passed, 2 bad input or provider, 4
+    budget exhausted)."""
+    parser.add_argument("--out", type=Path, help="run directory (default under runs/)")
     add_stage_arguments(parser)
     add_llm_arguments(parser)
     parser.set_defaults(func=lambda args: _guarded(func, args))
@@ -96,19 +93,10 @@ def _lift(args: argparse.Namespace) -> int:
     return _finish(run_dir, client, result.program)
 
 
-def _transfer(args: argparse.Namespace) -> int:
-    from cubridge.llm_path.transfer import transfer
-
-    text = args.spec.read_text() if args.spec.is_file() else ""
-    run_dir = _run_dir(args, f"transfer-{args.spec.stem}-{content_hash(text, args.kernel)[:8]}")
-    run_dir.write("spec.py", text)
-    client = _client(args, run_dir, "transfer")
-    result = transfer(args.spec, client, run_dir, settings_from_args(args), kernel=args.kernel)
-    return _finish(run_dir, client, result.target)
-
-
 def _lower(args: argparse.Namespace) -> int:
+    from cubridge.kernels import select_for_spec
     from cubridge.llm_path.lower import lower
+    from cubridge.spec.loader import load
 
     if not args.target.is_file():
         raise FileNotFoundError(f"target CuIR {args.target} does not exist")
@@ -122,6 +110,7 @@ def _lower(args: argparse.Namespace) -> int:
     run_dir = RunDir(args.out or default or Path("runs") / (
         f"lower-{args.target.stem}-{content_hash(args.target.read_text())[:8]}"))
     client = _client(args, run_dir, "lower")
+    kernel = select_for_spec(load(spec), args.arch, args.kernel or None)
     result = lower(args.target, client, run_dir, Path(spec), settings_from_args(args),
-                   kernel=args.kernel, arch=args.arch, correspondence=correspondence)
+                   kernel=kernel, arch=args.arch, correspondence=correspondence)
     return _finish(run_dir, client, result.source)

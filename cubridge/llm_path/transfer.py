@@ -6,8 +6,9 @@ source program and spec, the user's spec and the two-phase instructions
 parsed (its last ```python block), checked statically, executed in the
 sandbox against the user's spec; a failure goes back as the precise error.
 The verified program is written to RUN/target_cuir.py with its verification
-table; the stage is recorded in RUN/manifest.json, so a rerun is reused and
-an interrupted one resumes from the cached exchanges.
+(verify_ir.txt, verify_ir.json) and transfer.json; the stage is recorded in
+RUN/manifest.json, so a rerun is reused and an interrupted one resumes from
+the cached exchanges.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from cubridge.kernels import LibraryKernel
 from cubridge.llm import LLMClient
-from cubridge.llm_path.library import library_kernel
 from cubridge.llm_path.programs import IR_FILENAME, VerifiedProgram, program_from_reply
 from cubridge.llm_path.prompts import stage_messages
 from cubridge.llm_path.sampling import best_of_k
 from cubridge.llm_path.settings import StageSettings
 from cubridge.rundir import RunDir, StageRecord, content_hash
+from cubridge.spec.loader import load
 
 STAGE = "transfer"
 
@@ -33,19 +35,17 @@ class TransferResult:
     record: StageRecord
 
 
-def transfer_messages(spec_path: Path, kernel: str = "fa_sm80"):  # noqa: ANN201
-    lib = library_kernel(kernel)
-    from cubridge.spec import load
-
+def transfer_messages(spec_path: Path, kernel: LibraryKernel):  # noqa: ANN201
     spec = load(spec_path)
     return stage_messages(
-        "transfer", kernel_name=lib.name, arch="sm80 (A100: 163 KiB shared memory per CTA)",
+        "transfer", kernel_name=kernel.name, arch=kernel.metadata.device_note,
         spec_name=spec.name, spec_source=Path(spec_path).read_text().rstrip(),
-        source_spec=lib.spec.read_text().rstrip(), source_ir=lib.cuir.read_text().rstrip())
+        source_spec=kernel.spec_path.read_text().rstrip(),
+        source_ir=kernel.cuir_path.read_text().rstrip())
 
 
 def transfer(spec_path: Path, client: LLMClient, run_dir: RunDir,
-             settings: StageSettings | None = None, *, kernel: str = "fa_sm80"
+             settings: StageSettings | None = None, *, kernel: LibraryKernel
              ) -> TransferResult:
     """Run the stage (or reuse it when its inputs are unchanged); raises
     StageFailed when no reply passes, BudgetExceeded when the budget ends."""
@@ -62,12 +62,15 @@ def transfer(spec_path: Path, client: LLMClient, run_dir: RunDir,
         program: VerifiedProgram = selection.best.value
         run_dir.write(IR_FILENAME, program.source)
         run_dir.write("verify_ir.txt", program.table + "\n")
+        run_dir.write("verify_ir.json", json.dumps(
+            {"passed": True, "summary": program.summary, "kernel": program.kernel,
+             "config": program.config}, indent=1))
         run_dir.write("transfer.json", json.dumps(
-            {"kernel": program.kernel, "config": program.config, "source_kernel": kernel,
-             **selection.describe()}, indent=1))
-        rec.artifacts += [IR_FILENAME, "verify_ir.txt", "transfer.json"]
+            {"path": "llm", "kernel": program.kernel, "source_kernel": kernel.name,
+             "config": program.config, **selection.describe()}, indent=1))
+        rec.artifacts += [IR_FILENAME, "verify_ir.txt", "verify_ir.json", "transfer.json"]
         rec.data.update(kernel=program.kernel, config=program.config)
-        rec.summary = (f"LLM transfer {kernel} -> {program.kernel}: {program.summary}; "
+        rec.summary = (f"LLM transfer {kernel.name} -> {program.kernel}: {program.summary}; "
                        f"{selection.timing}; {client.summary()}")
 
     rec = run_dir.run_stage(STAGE, key, body)

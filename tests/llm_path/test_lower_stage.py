@@ -15,8 +15,8 @@ from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
+from cubridge.kernels import get_kernel
 from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
-from cubridge.llm_path.library import library_kernel
 from cubridge.llm_path.lower import builds_for, describe_target, lower, lower_messages
 from cubridge.rundir import RunDir
 from cubridge.spec import load
@@ -54,7 +54,7 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
     llm_server.reply(BROKEN, NOT_APPLICABLE, COMPILES)
     client = make_client("openai", llm_server, tmp_path, stage="lower")
     result = lower(target, client, RunDir(tmp_path, log=lambda _: None), SPECS / "cosine.py",
-                   FAST, arch="sm_90a")
+                   FAST, kernel=get_kernel("fa_sm80"), arch="sm_90a")
     errors = [e.verification.get("error") for e in sorted(read_exchanges(tmp_path),
                                                          key=lambda e: e.seq)]
     assert "nvcc rejected the edited fa_sm80.cu" in errors[0]
@@ -89,9 +89,9 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker
         pytest.skip("nvcc not found (set CUDA_HOME or install the CUDA toolkit)")
     target = tmp_path / "target_cuir.py"
     target.write_text(code_block(fixture_reply(f"transfer_{variant}.md"), "python"))
-    lib, spec_path = library_kernel("fa_sm80"), SPECS / f"{variant}.py"
+    lib, spec_path = get_kernel("fa_sm80"), SPECS / f"{variant}.py"
     description = describe_target(target, lib, FAST)
-    builds = builds_for(load(spec_path), description["config"])
+    builds = builds_for(load(spec_path), lib, description["config"])
     messages = lower_messages(target, lib, spec_path, "sm_90a", description, builds, None)
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
     record_fixture(fixtures, "lower", Request.of(messages, temperature=None, max_tokens=8192,
@@ -101,7 +101,7 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker
                          {"XDG_CONFIG_HOME": str(tmp_path / "no-config")})
     client = LLMClient.from_config(config, run, "lower", log=lambda _: None)
     result = lower(target, client, RunDir(run, log=lambda _: None), spec_path, FAST,
-                   arch="sm_90a", description=description)
+                   kernel=lib, arch="sm_90a", description=description)
     assert marker in result.source.read_text()
     meta = json.loads((run / "lower.json").read_text())
     res = meta["resources"][build]

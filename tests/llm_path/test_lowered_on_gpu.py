@@ -5,14 +5,13 @@ launched and verified against their specs by the differential verifier."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
 from stage_fixtures import SPECS, fixture_reply
 
+from cubridge.kernels import get_kernel
 from cubridge.llm import apply_edits, parse_edits
-from cubridge.llm_path.library import library_kernel
 from cubridge.llm_path.lower import builds_for, gpu_verifier
 from cubridge.llm_path.settings import StageSettings
 from cubridge.spec import load
@@ -26,17 +25,16 @@ TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True}}
 def test_recorded_lowering_passes_the_gpu_verifier(variant):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
-    from cubridge.build import compile_cuda
     from cubridge.build.driver import device_arch
 
-    lib = library_kernel("fa_sm80")
-    source = apply_edits(lib.cuda.read_text(), parse_edits(fixture_reply(f"lower_{variant}.md")))
+    lib = get_kernel("fa_sm80")
+    source = apply_edits(lib.source.read_text(),
+                         parse_edits(fixture_reply(f"lower_{variant}.md")))
     spec = load(SPECS / f"{variant}.py")
     arch = device_arch(torch.device("cuda"))
     for dtype in spec.dtypes:
         spec_dtype = dataclasses.replace(spec, dtypes=[dtype])
-        compiled = [(b, compile_cuda(source, arch=arch, defines=b.defines,
-                                     include_dirs=[Path(lib.directory)]))
-                    for b in builds_for(spec_dtype, TARGET_CONFIG[variant])]
-        summary = gpu_verifier(spec_dtype, StageSettings(seed=0))(lib.entry, compiled)
+        compiled = [(b, lib.compile_build(b, dtype, arch, source=source))
+                    for b in builds_for(spec_dtype, lib, TARGET_CONFIG[variant])]
+        summary = gpu_verifier(spec_dtype, lib, dtype, StageSettings(seed=0))(compiled)
         assert summary.startswith("PASS")

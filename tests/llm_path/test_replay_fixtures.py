@@ -10,6 +10,7 @@ import json
 import pytest
 from stage_fixtures import FAST, FIXTURE_LABEL, ROOT, SPECS, fixture_reply
 
+from cubridge.kernels import get_kernel
 from cubridge.llm import LLMClient, Request, load_config, read_exchanges, record_fixture
 from cubridge.llm_path.lift import lift, lift_messages
 from cubridge.llm_path.transfer import transfer, transfer_messages
@@ -35,9 +36,11 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):
     spec_path = SPECS / f"{spec}.py"
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
-    _record(fixtures, "transfer", transfer_messages(spec_path), fixture)
+    kernel_entry = get_kernel("fa_sm80")
+    _record(fixtures, "transfer", transfer_messages(spec_path, kernel_entry), fixture)
     client = _replay_client(fixtures, run, "transfer")
-    result = transfer(spec_path, client, RunDir(run, log=lambda _: None), FAST)
+    result = transfer(spec_path, client, RunDir(run, log=lambda _: None), FAST,
+                      kernel=kernel_entry)
 
     assert client.calls_made == 1
     meta = json.loads((run / "transfer.json").read_text())

@@ -14,6 +14,7 @@ import pytest
 from llm_fakes import make_client
 from stage_fixtures import FAST, SPECS, fixture_reply
 
+from cubridge.kernels import get_kernel
 from cubridge.llm import BudgetExceeded, read_exchanges
 from cubridge.llm_path import StageFailed
 from cubridge.llm_path.transfer import transfer
@@ -25,6 +26,7 @@ GOOD = fixture_reply("transfer_cosine.md")
 BUGGY = GOOD.replace("* (inv_q[:, None] * inv_k[None, :]) *", "* inv_q[:, None] *")
 NO_BLOCK = "Scale S by the inverse norms of the q and k rows, then softmax."
 INVALID = "```python\nclass Target(KernelBase)\n    pass\n```\n"
+FA_SM80 = get_kernel("fa_sm80")
 FORBIDDEN = "```python\nimport os\n\nfrom cubridge.ir import KernelBase\n```\n"
 ENDLESS = "```python\nimport math\n\nwhile True:\n    x = math.pi\n```\n"
 
@@ -39,7 +41,8 @@ def test_openai_retries_rejects_feeds_back_then_verifies(llm_server, tmp_path):
     llm_server.reply(NO_BLOCK, INVALID, FORBIDDEN, BUGGY, GOOD)
     run_dir = RunDir(tmp_path, log=lambda _: None)
     client = make_client("openai", llm_server, tmp_path, stage="transfer")
-    result = transfer(COSINE, client, run_dir, dataclasses.replace(FAST, rounds=5))
+    result = transfer(COSINE, client, run_dir, dataclasses.replace(FAST, rounds=5),
+                      kernel=FA_SM80)
 
     # 429 and 500 were retried inside the first call; 5 replies, 7 HTTP requests.
     assert llm_server.count == 7 and client.calls_made == 5
@@ -70,8 +73,8 @@ def test_openai_retries_rejects_feeds_back_then_verifies(llm_server, tmp_path):
 
     # A rerun with the same inputs: the finished stage is reused, no call made.
     again = make_client("openai", llm_server, tmp_path, stage="transfer")
-    transfer(COSINE, again, RunDir(tmp_path, log=lambda _: None), dataclasses.replace(
-        FAST, rounds=5))
+    transfer(COSINE, again, RunDir(tmp_path, log=lambda _: None),
+             dataclasses.replace(FAST, rounds=5), kernel=FA_SM80)
     assert again.calls_made == 0 and llm_server.count == 7
 
 
@@ -81,7 +84,8 @@ def test_anthropic_retry_and_best_of_k(llm_server, tmp_path):
     llm_server.reply(NO_BLOCK, GOOD)
     client = make_client("anthropic", llm_server, tmp_path, stage="transfer")
     settings = dataclasses.replace(FAST, rounds=1, k=2)
-    result = transfer(COSINE, client, RunDir(tmp_path, log=lambda _: None), settings)
+    result = transfer(COSINE, client, RunDir(tmp_path, log=lambda _: None), settings,
+                      kernel=FA_SM80)
     assert llm_server.count == 3 and client.calls_made == 2
     assert llm_server.requests[-1]["path"].endswith("/messages")
     assert "PASS" in result.record.summary and "FaSm80Cosine" in result.record.summary
@@ -98,7 +102,8 @@ def test_an_endless_program_times_out_with_its_line(llm_server, tmp_path):
     client = make_client("openai", llm_server, tmp_path, stage="transfer")
     settings = dataclasses.replace(FAST, rounds=1, sandbox_timeout_s=4)
     with pytest.raises(StageFailed, match=r"target_cuir.py: timed out after 4s"):
-        transfer(COSINE, client, RunDir(tmp_path, log=lambda _: None), settings)
+        transfer(COSINE, client, RunDir(tmp_path, log=lambda _: None), settings,
+                 kernel=FA_SM80)
     # Failed: nothing recorded as done, the exchange is on disk with its error.
     assert not (tmp_path / "target_cuir.py").exists()
     (exchange,) = read_exchanges(tmp_path)
@@ -110,7 +115,7 @@ def test_budget_exhausted_leaves_the_run_resumable(llm_server, tmp_path):
     run_dir = RunDir(tmp_path, log=lambda _: None)
     client = make_client("openai", llm_server, tmp_path, stage="transfer", budget_calls=1)
     with pytest.raises(BudgetExceeded, match="'transfer' budget exhausted: 1 of 1 calls"):
-        transfer(COSINE, client, run_dir, FAST)
+        transfer(COSINE, client, run_dir, FAST, kernel=FA_SM80)
     assert llm_server.count == 1
     assert len(list(read_exchanges(tmp_path))) == 1
     assert "transfer" not in json.loads((tmp_path / "manifest.json").read_text()
@@ -118,6 +123,7 @@ def test_budget_exhausted_leaves_the_run_resumable(llm_server, tmp_path):
                                         else '{"stages": {}}')["stages"]
 
     rerun = make_client("openai", llm_server, tmp_path, stage="transfer", budget_calls=3)
-    result = transfer(COSINE, rerun, RunDir(tmp_path, log=lambda _: None), FAST)
+    result = transfer(COSINE, rerun, RunDir(tmp_path, log=lambda _: None), FAST,
+                      kernel=FA_SM80)
     assert rerun.cache_hits == 1 and rerun.calls_made == 1 and llm_server.count == 2
     assert result.target.is_file()

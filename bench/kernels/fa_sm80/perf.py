@@ -21,7 +21,11 @@ from pathlib import Path
 import torch
 
 from cubridge.attention import attention_flops
-from cubridge.kernels import TileConfig, fa_sm80
+from cubridge.build.attention_op import register
+from cubridge.build.driver import device_arch
+from cubridge.kernels import TileConfig, get_kernel
+
+fa_sm80 = get_kernel("fa_sm80")
 
 # (name, B, Hq, Hk, S, D): the target and BENCHMARK.md's 16k-token grid.
 PERF_CASES = [
@@ -134,10 +138,10 @@ def run_perf(quick: bool) -> list[dict[str, object]]:
         k = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(b, hk, s, d, device="cuda", dtype=torch.bfloat16)
         for causal in (False, True):
-            kernel = fa_sm80.kernel_for(d, q.dtype, fa_sm80.device_arch(q.device), causal,
-                                        None, None, cfg)
+            kernel = fa_sm80.launchable(d, q.dtype, device_arch(q.device), causal=causal,
+                                        config=cfg)
             ours = functools.partial(torch.ops.cubridge.attention_fwd, q, k, v, [],
-                                     1 / math.sqrt(d), fa_sm80.register(kernel))
+                                     1 / math.sqrt(d), register(kernel))
             out, lse = ours()
             err = errors(q, k, v, out, lse, causal, heads=2)
             ok = err["rel"] < tolerance(torch.bfloat16) and not err["nan"]
@@ -207,14 +211,14 @@ def run_generated_hooks(names: list[str], sources: dict[str, str | None],
             headers.update(generated_headers([name]))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             rows.append({"variant": name, "error": f"{type(exc).__name__}: {exc}"[:500]})
-    arch = fa_sm80.device_arch(torch.device("cuda"))
+    arch = device_arch(torch.device("cuda"))
     jobs = [(name, label, cfg) for name in headers for label in sources for cfg in configs]
 
-    def build(job):  # nvcc runs in parallel; kernel_for caches the result
+    def build(job):  # nvcc runs in parallel; launchable caches the result
         name, label, cfg = job
         try:
-            fa_sm80.kernel_for(128, torch.bfloat16, arch, False, headers[name][1].text,
-                               sources[label], cfg)
+            fa_sm80.launchable(128, torch.bfloat16, arch, hooks_header=headers[name][1].text,
+                               source=sources[label], config=cfg)
         except Exception:  # noqa: BLE001 - reported again below, per variant
             pass
 
@@ -226,9 +230,9 @@ def run_generated_hooks(names: list[str], sources: dict[str, str | None],
         spec, header = headers[name]
         try:
             gen = torch.Generator().manual_seed(0)  # specs draw aux on the CPU generator
-            kernel = fa_sm80.kernel_for(128, torch.bfloat16, arch, False, header.text,
-                                        sources[label], cfg)
-            key = fa_sm80.register(kernel)
+            kernel = fa_sm80.launchable(128, torch.bfloat16, arch, hooks_header=header.text,
+                                        source=sources[label], config=cfg)
+            key = register(kernel)
 
             def run(shape: Shape, spec=spec, header=header, gen=gen, key=key):
                 aux = dict(spec.make_aux(shape, gen, torch.device("cuda"))) if spec.make_aux \
@@ -250,7 +254,7 @@ def run_generated_hooks(names: list[str], sources: dict[str, str | None],
             q, k, v, aux, call = run(big)
             stats = count_allowed_pairs(bind_mods(spec, aux).mask_mod, big, "cuda")
             ms = time_ms(call)
-            res = kernel.compiled.resources_of(fa_sm80.metadata().entry)
+            res = kernel.compiled.resources_of(fa_sm80.metadata.entry)
             rows.append({"variant": name, "source": label, "block_n": cfg.block_n,
                          "rel_err": rel, "ok": rel < 1e-2, "ms": ms,
                          "tflops": stats.flops / ms / 1e9, "density": stats.density,
@@ -284,7 +288,7 @@ def write_report(out_dir: Path, checks: list, perf: list, generated: list, commi
         "command": command,
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "config": {str(d): vars(fa_sm80.metadata().config(d)) for d in (64, 128)},
+        "config": {str(d): vars(fa_sm80.metadata.config(d)) for d in (64, 128)},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "perf.json").write_text(json.dumps(
@@ -360,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not label or not Path(path).is_file():
             parser.error(f"--source wants LABEL=PATH to an existing file, got {item!r}")
         sources[label] = Path(path).read_text()
-    configs = [fa_sm80.metadata().config(128)] + \
+    configs = [fa_sm80.metadata.config(128)] + \
         ([TileConfig(128, 32, 4, 2)] if args.block_n32 else [])
     checks = [] if args.no_checks else run_checks()
     perf = run_perf(args.quick)
