@@ -44,17 +44,6 @@ class Case:
         return self.spec.score_mod is None and self.spec.normalizer == "softmax"
 
 
-def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device | str,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random normal q, k, v (never zeros: BENCHMARK.md) in the shared layouts."""
-    def randn(*size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
-
-    return (randn(shape.b, shape.hq, shape.sq, shape.d),
-            randn(shape.b, shape.hk, shape.sk, shape.d),
-            randn(shape.b, shape.hk, shape.sk, shape.head_dim_v))
-
-
 def first_tensor(result: object) -> torch.Tensor:
     """out from an implementation returning out or (out, lse, ...)."""
     if isinstance(result, tuple | list):

@@ -31,7 +31,7 @@ def _import(ref: str) -> Callable[..., object]:
     try:
         return import_impl(ref)
     except Exception as exc:  # noqa: BLE001 - any import failure makes the impl unavailable
-        raise Unsupported(f"cannot load {ref}: {type(exc).__name__}: {exc}") from exc
+        raise Unsupported(f"cannot import {ref}: {type(exc).__name__}: {exc}") from exc
 
 
 def _attention_modules(folder: Path) -> list[Path]:

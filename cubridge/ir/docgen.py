@@ -110,10 +110,12 @@ KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 
 
 def examples() -> list[tuple[str, str]]:
-    """(title, module) of the CuIR programs in the kernel library's directories."""
-    return [(f"{p.parent.name}: cubridge/kernels/{p.parent.name}/cuir.py",
-             f"cubridge.kernels.{p.parent.name}.cuir")
-            for p in sorted(KERNELS_DIR.glob("*/cuir.py"))]
+    """(title, module): the attention base class the library's programs share,
+    then the CuIR programs in the kernel library's directories."""
+    return [("the shared attention numerics: cubridge/ir/attention.py", "cubridge.ir.attention"),
+            *[(f"{p.parent.name}: cubridge/kernels/{p.parent.name}/cuir.py",
+               f"cubridge.kernels.{p.parent.name}.cuir")
+              for p in sorted(KERNELS_DIR.glob("*/cuir.py"))]]
 
 
 def _attribute_doc(owner: Any, name: str) -> str:

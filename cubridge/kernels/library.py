@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from cubridge.attention import default_scale
 from cubridge.build.arch import check_supported, parse_arch
 from cubridge.build.attention_op import AttentionKernel, KernelInfo, check_inputs, register
 from cubridge.build.compile import CompiledKernel, compile_cuda
@@ -427,7 +428,7 @@ class LibraryKernel:
         meta = self.metadata
         aux_list = list(aux.values()) if isinstance(aux, Mapping) else list(aux)
         check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux_list, what=self.name)
-        scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+        scale = default_scale(q.shape[3]) if scale is None else float(scale)
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"{self.name}: scale must be a positive finite number, got {scale}")
         device = require_cuda_device(q.device)
