@@ -9,7 +9,7 @@ A directory without metadata.json (a CuIR program still waiting for its CUDA
 kernel) is not an entry.
 
     kernel = select_kernel("sm_90a", head_dim=128, dtype=torch.bfloat16)
-    kernel = get_kernel("fa_sm80")                 # by name (`--kernel`)
+    kernel = get_kernel(name)                      # by name (`--kernel NAME`)
     compiled = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=text)
     runnable = kernel.launchable(128, torch.bfloat16, "sm_90a", hooks_header=text)
 
