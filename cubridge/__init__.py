@@ -29,7 +29,7 @@ def compile(spec: str | Path, *, kernel: str | LibraryKernel | None = None,  # n
     Raises if any of them fails or this machine cannot finish them (no nvcc,
     no GPU). `kernel`: the library entry (name or object); default: the one
     `cubridge.kernels.select_kernel` picks for this GPU and the spec."""
-    from cubridge.pipeline.run import RunOptions, run
+    from cubridge.pipeline.run import RunOptions, run  # `import cubridge` stays light
 
     result = run(spec, RunOptions(kernel=kernel, out=out, bench=False, seed=seed))
     if result.stopped or result.kernel is None:

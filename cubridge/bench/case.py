@@ -11,6 +11,7 @@ import torch
 
 from cubridge.attention import HeadConfig, Shape, default_scale
 from cubridge.bench.flops import MaskStats
+from cubridge.spec.inputs import make_aux
 from cubridge.spec.model import Spec
 
 if TYPE_CHECKING:
@@ -57,7 +58,5 @@ def make_aux_on(spec: Spec, shape: Shape, seed: int, device: torch.device) -> di
     """The spec's aux tensors for `shape` on `device`. Specs draw them on the CPU
     from a CPU generator (the spec part's convention, with its checks); they are
     then moved, so every device sees the same documents, slopes and tables."""
-    from cubridge.spec.inputs import make_aux
-
     aux = make_aux(spec, shape, torch.Generator().manual_seed(seed))
     return {name: t.to(device) for name, t in aux.items()}

@@ -11,6 +11,7 @@ reference programs are included verbatim as worked examples.
 from __future__ import annotations
 
 import argparse
+import ast
 import enum
 import importlib
 import inspect
@@ -120,8 +121,6 @@ def examples() -> list[tuple[str, str]]:
 
 def _attribute_doc(owner: Any, name: str) -> str:
     """The string literal right after `name = ...` in owner's source (attribute docstring)."""
-    import ast
-
     tree = ast.parse(inspect.getsource(owner))
     for body in [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
         for i, node in enumerate(body[:-1]):

@@ -44,6 +44,7 @@ from cubridge.build.compile import CompiledKernel, compile_cuda
 from cubridge.build.driver import device_arch, require_cuda_device
 from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
 from cubridge.modules import load_module_from_path
+from cubridge.spec.loader import load
 
 KERNELS_DIR = Path(__file__).resolve().parent
 KERNEL_DIRS_ENV = "CUBRIDGE_KERNEL_DIRS"
@@ -256,8 +257,6 @@ class LibraryKernel:
 
     def spec(self) -> Any:
         """The spec of what the kernel computes (cubridge.spec.Spec)."""
-        from cubridge.spec.loader import load  # the spec package loads torch helpers lazily
-
         return load(self.spec_path)
 
     def correspondence(self) -> dict[str, Any] | None:

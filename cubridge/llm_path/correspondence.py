@@ -15,6 +15,7 @@ from typing import Any
 
 from cubridge.llm import ReplyParseError, code_block
 from cubridge.llm.loop import Rejected
+from cubridge.llm_path.programs import defined_functions
 
 
 def parse_correspondence(reply: str) -> dict[str, Any]:
@@ -44,8 +45,6 @@ def check_correspondence(data: dict[str, Any], ir_source: str, cuda_lines: int
                          ) -> list[dict[str, Any]]:
     """Validate every entry against the program and the CUDA file; Rejected
     with each problem otherwise. Returns the entries."""
-    from cubridge.llm_path.programs import defined_functions
-
     methods = defined_functions(ir_source)
     ir_len = len(ir_source.splitlines())
     problems: list[str] = []

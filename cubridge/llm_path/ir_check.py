@@ -7,12 +7,17 @@ spec and return plain data (it crosses the process boundary pickled).
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from cubridge.ir import KernelBase
+from cubridge.ir import KernelBase, attention_fn
+from cubridge.ir.structure import diff_kernels, show
+from cubridge.spec import load
+from cubridge.spec.shapes import shapes_for
+from cubridge.verify import verify
 
 MAX_FAILURE_LINES = 8
 
@@ -34,11 +39,6 @@ def verify_program(module: ModuleType, spec_path: str, sizes: Sequence[tuple[int
     """Execute the kernel (its default config) against the spec on CPU shapes
     built from `sizes` and the spec's reduced head configs, in the spec's first
     dtype. Returns {"kernel", "config", "passed", "summary", "table", "errors"}."""
-    from cubridge.ir import attention_fn
-    from cubridge.spec import load
-    from cubridge.spec.shapes import shapes_for
-    from cubridge.verify import verify
-
     cls = kernel_class(module)
     spec = load(spec_path)
     try:
@@ -58,14 +58,10 @@ def verify_program(module: ModuleType, spec_path: str, sizes: Sequence[tuple[int
 def describe_program(module: ModuleType, other: str | None = None) -> dict[str, Any]:
     """The kernel's outline (`cubridge ir show`), and with `other`
     ("package.module:Class", trusted) the structural diff other -> this."""
-    from cubridge.ir.structure import diff_kernels, show
-
     cls = kernel_class(module)
     result: dict[str, Any] = {"kernel": cls.__name__, "outline": show(cls),
                               "config": cls().config()}
     if other is not None:
-        import importlib
-
         mod_name, _, cls_name = other.partition(":")
         source = getattr(importlib.import_module(mod_name), cls_name)
         diff = diff_kernels(source, cls)

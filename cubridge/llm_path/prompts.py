@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from cubridge.ir import docgen
 from cubridge.llm import Message, number_lines, system, user
 from cubridge.llm.templates import load_template, render
 
@@ -19,8 +20,6 @@ def cuir_manual() -> str:
     package runs outside its checkout."""
     if _REPO_MANUAL.is_file():
         return _REPO_MANUAL.read_text()
-    from cubridge.ir import docgen
-
     return docgen.render()
 
 

@@ -28,6 +28,11 @@ from pathlib import Path
 import torch
 
 from cubridge.attention import Shape
+from cubridge.bench.ours import external_impl
+from cubridge.bench.peers import PEERS, peer_impls
+from cubridge.bench.report import collect_metadata, markdown_table, write_reports
+from cubridge.bench.runner import OK, BenchConfig, run_bench
+from cubridge.bench.timing import TimingSettings, gpu_timer
 from cubridge.build.compile import DEFAULT_HOOKS_DIR
 from cubridge.build.driver import device_arch
 from cubridge.build.nvcc import nvcc_available
@@ -318,12 +323,6 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
 
 
 def _bench(ctx: _Run) -> None:
-    from cubridge.bench.ours import external_impl  # the benchmark pulls in the peers' libraries
-    from cubridge.bench.peers import PEERS, peer_impls
-    from cubridge.bench.report import collect_metadata, markdown_table, write_reports
-    from cubridge.bench.runner import OK, BenchConfig, run_bench
-    from cubridge.bench.timing import TimingSettings, gpu_timer
-
     run_dir, opts, spec = ctx.run_dir, ctx.opts, ctx.spec
     configs = list(opts.bench_configs or [c.name for c in spec.configs])
     peers = list(opts.bench_peers if opts.bench_peers is not None else PEERS)

@@ -27,6 +27,7 @@ EMPTY prefix and suffix of a query block's key range by binary search.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -339,8 +340,6 @@ def compile_mask(mask: Node) -> Callable[..., Iv]:
 
 
 def _this_module():  # noqa: ANN202
-    import sys
-
     return sys.modules[__name__]
 
 

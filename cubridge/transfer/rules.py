@@ -27,6 +27,7 @@ from cubridge.ir import attention_fn
 from cubridge.spec.model import Spec
 from cubridge.transfer.hooks import HookPlan, plan_hooks
 from cubridge.transfer.target import load_target, write_target
+from cubridge.verify import verify
 
 TARGET_FILE = "target_cuir.py"
 
@@ -69,8 +70,6 @@ def transfer_by_rules(spec: Spec, base: type, *, out_dir: str | Path | None = No
     """Generate the hook-only target of `spec` on `base`, write it and verify it
     with the executor (`config`: the base kernel's constructor arguments;
     `plan`: the spec's hook plan when the caller traced it already)."""
-    from cubridge.verify import verify  # the verifier depends on much; import late
-
     start = time.perf_counter()
     plan = plan if plan is not None else plan_hooks(spec)
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="cubridge-"))

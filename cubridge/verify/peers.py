@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 
 from cubridge.attention import Shape
-from cubridge.spec import Spec, bind_mods, load
+from cubridge.spec import Spec, bind_mods, load, make_aux
 from cubridge.spec.mods import BoundMods, apply_score_mod, dense_mask
 from cubridge.verify.candidate import impl_factory
 
@@ -34,7 +34,6 @@ def additive_bias_only(spec: Spec, shape: Shape | None = None) -> bool:
     small shape, with two different score tensors."""
     if spec.score_mod is None:
         return True
-    from cubridge.spec import make_aux
     shape = shape or Shape(2, 4, 2, 33, 47, 16)
     g = torch.Generator().manual_seed(0)
     mods = bind_mods(spec, make_aux(spec, shape, g))
