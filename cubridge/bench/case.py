@@ -13,6 +13,7 @@ from cubridge.attention import HeadConfig, Shape, default_scale
 from cubridge.bench.flops import MaskStats
 from cubridge.spec.inputs import make_aux
 from cubridge.spec.model import Spec
+from cubridge.verify.peers import PeerProblem
 
 if TYPE_CHECKING:
     from cubridge.spec.mods import BoundMods
@@ -39,19 +40,17 @@ class Case:
     def device(self) -> torch.device:
         return self.q.device
 
+    def problem(self) -> PeerProblem:
+        """The case as the peer registry takes it (cubridge.verify.peers)."""
+        st = self.stats
+        return PeerProblem(self.spec, self.shape, self.dtype, self.q, self.k, self.v, self.aux,
+                           self.mods, self.scale, st.structure, st.window, st.depends_on_batch,
+                           st.depends_on_head)
+
     @property
     def is_plain_softmax(self) -> bool:
         """Standard attention with at most a mask: no score_mod, softmax normaliser."""
         return self.spec.score_mod is None and self.spec.normalizer == "softmax"
-
-
-def first_tensor(result: object) -> torch.Tensor:
-    """out from an implementation returning out or (out, lse, ...)."""
-    if isinstance(result, tuple | list):
-        result = result[0]
-    if not isinstance(result, torch.Tensor):
-        raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
-    return result
 
 
 def make_aux_on(spec: Spec, shape: Shape, seed: int, device: torch.device) -> dict:

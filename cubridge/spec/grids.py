@@ -41,7 +41,7 @@ def eval_mask(mask_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
     return out.expand(shape)
 
 
-def _is_additive(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+def is_additive(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
                  k: torch.Tensor) -> bool:
     """score_mod(s) - s independent of s, checked exactly in float64 on this grid."""
     # [1,1,1,1] rather than 0-d scores: a 0-d float64 tensor would not promote
@@ -61,7 +61,7 @@ def eval_score_bias(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.T
     if score_mod is not `s + bias(b, h, q, k)` (checked on the first and last
     query rows). Built in row chunks: a float64 grid at S = 8192 would not fit."""
     edges = torch.cat([q[:, :, :rows_per_chunk], q[:, :, -rows_per_chunk:]], dim=2)
-    if not _is_additive(score_mod, b, h, edges, k):
+    if not is_additive(score_mod, b, h, edges, k):
         return None
     zero = torch.zeros((1, 1, 1, 1), dtype=torch.float32, device=q.device)
     first = torch.as_tensor(score_mod(zero, b, h, q[:, :, :1], k))
