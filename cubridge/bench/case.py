@@ -11,7 +11,9 @@ import torch
 
 from cubridge.attention import HeadConfig, Shape, default_scale
 from cubridge.bench.flops import MaskStats
+from cubridge.spec.inputs import make_aux
 from cubridge.spec.model import Spec
+from cubridge.verify.peers import PeerProblem
 
 if TYPE_CHECKING:
     from cubridge.spec.mods import BoundMods
@@ -38,37 +40,22 @@ class Case:
     def device(self) -> torch.device:
         return self.q.device
 
+    def problem(self) -> PeerProblem:
+        """The case as the peer registry takes it (cubridge.verify.peers)."""
+        st = self.stats
+        return PeerProblem(self.spec, self.shape, self.dtype, self.q, self.k, self.v, self.aux,
+                           self.mods, self.scale, st.structure, st.window, st.depends_on_batch,
+                           st.depends_on_head)
+
     @property
     def is_plain_softmax(self) -> bool:
         """Standard attention with at most a mask: no score_mod, softmax normaliser."""
         return self.spec.score_mod is None and self.spec.normalizer == "softmax"
 
 
-def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device | str,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random normal q, k, v (never zeros: BENCHMARK.md) in the shared layouts."""
-    def randn(*size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
-
-    return (randn(shape.b, shape.hq, shape.sq, shape.d),
-            randn(shape.b, shape.hk, shape.sk, shape.d),
-            randn(shape.b, shape.hk, shape.sk, shape.head_dim_v))
-
-
-def first_tensor(result: object) -> torch.Tensor:
-    """out from an implementation returning out or (out, lse, ...)."""
-    if isinstance(result, tuple | list):
-        result = result[0]
-    if not isinstance(result, torch.Tensor):
-        raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
-    return result
-
-
 def make_aux_on(spec: Spec, shape: Shape, seed: int, device: torch.device) -> dict:
     """The spec's aux tensors for `shape` on `device`. Specs draw them on the CPU
     from a CPU generator (the spec part's convention, with its checks); they are
     then moved, so every device sees the same documents, slopes and tables."""
-    from cubridge.spec.inputs import make_aux
-
     aux = make_aux(spec, shape, torch.Generator().manual_seed(seed))
     return {name: t.to(device) for name, t in aux.items()}

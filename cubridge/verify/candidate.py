@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from cubridge.modules import load_module_from_path
 from cubridge.spec.inputs import Inputs
 
 ImplRef = Callable[..., object] | str
@@ -54,12 +54,7 @@ def import_impl(ref: str) -> Callable[..., object]:
         path = Path(module_name)
         if not path.is_file():
             raise ValueError(f"impl {ref!r}: no such file {path}")
-        name = f"cubridge_impl_{path.stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look modules up by name
-        spec.loader.exec_module(module)
+        module = load_module_from_path(path, prefix="cubridge_impl")
     else:
         module = importlib.import_module(module_name)
     try:

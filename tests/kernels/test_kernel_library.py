@@ -11,12 +11,14 @@ from kernel_helpers import reference_attention
 
 from cubridge.build import NoGpuError, UnsupportedArchError
 from cubridge.build.driver import require_cuda_device
-from cubridge.kernels import KERNELS_DIR, fa_sm80, list_kernels, load_metadata
+from cubridge.kernels import KERNELS_DIR, get_kernel, kernel_names, load_kernel
+
+fa_sm80 = get_kernel("fa_sm80")
 
 
 def test_registry_lists_fa_sm80_with_its_metadata():
-    assert "fa_sm80" in list_kernels()
-    meta = load_metadata("fa_sm80")
+    assert "fa_sm80" in kernel_names()
+    meta = get_kernel("fa_sm80").metadata
     assert meta.entry == "fa_sm80_fwd" and meta.source.name == "fa_sm80.cu"
     assert set(meta.head_dims) == {64, 128}
     assert set(meta.dtypes) == {torch.bfloat16, torch.float16}
@@ -25,8 +27,8 @@ def test_registry_lists_fa_sm80_with_its_metadata():
     assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.stages) == (128, 64, 4, 2)
     with pytest.raises(ValueError, match="no tile config for head dim 96"):
         meta.config(96)
-    with pytest.raises(ValueError, match="no kernel 'nope'"):
-        load_metadata("nope")
+    with pytest.raises(ValueError, match="no kernel 'nope' in the library"):
+        get_kernel("nope")
 
 
 def test_bad_metadata_names_file_and_field(tmp_path, monkeypatch):
@@ -35,16 +37,16 @@ def test_bad_metadata_names_file_and_field(tmp_path, monkeypatch):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "metadata.json").write_text(json.dumps(raw))
     (tmp_path / "broken" / "fa_sm80.cu").write_text("")
-    monkeypatch.setattr("cubridge.kernels.KERNELS_DIR", tmp_path)
+    (tmp_path / "broken" / "spec.py").write_text("")
     with pytest.raises(ValueError, match=r"broken/metadata.json: missing field 'entry'"):
-        load_metadata("broken")
+        load_kernel(tmp_path / "broken")
 
 
 def test_metadata_config_matches_the_cuir_program():
     cuir = pytest.importorskip("cubridge.kernels.fa_sm80.cuir")
     program = cuir.FaSm80()  # its defaults are the config the CUDA kernel is built with
-    for d in fa_sm80.metadata().head_dims:
-        cfg = fa_sm80.metadata().config(d)
+    for d in fa_sm80.metadata.head_dims:
+        cfg = fa_sm80.config(d)
         assert {name: getattr(program, name) for name in vars(cfg)} == vars(cfg)
         cuir.FaSm80(**vars(cfg))  # and the CuIR accepts every config the metadata lists
 
@@ -93,4 +95,4 @@ def test_no_gpu_is_a_clear_error():
 
 def test_too_old_arch_is_rejected():
     with pytest.raises(UnsupportedArchError, match="needs sm_80 or newer; this device is sm_75"):
-        fa_sm80.compile_for(128, torch.bfloat16, "sm_75")
+        fa_sm80.compile(128, torch.bfloat16, "sm_75")

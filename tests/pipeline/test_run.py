@@ -22,10 +22,11 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     out = tmp_path / "run"
     result = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=lines.append))
     assert "no CUDA GPU" in result.stopped
-    assert list(result.stages) == ["load", "transfer", "verify-ir", "lower", "compile"]
+    assert list(result.stages) == ["load", "route", "transfer", "verify-ir", "lower", "compile"]
     assert "PASS" in result.stages["verify-ir"].summary
-    for name in ("spec.py", "target_cuir.py", "cubridge_hooks.cuh", "fa_sm80.cu", "kernel.py",
-                 "verify_ir.txt", "report.md", "resources.json"):
+    for name in ("spec.py", "plan.json", "target_cuir.py", "cubridge_hooks.cuh", "kernel.cu",
+                 "aux_manifest.json", "lower.json", "kernel.py", "verify_ir.txt", "report.md",
+                 "resources.json"):
         assert (out / name).is_file(), name
     assert list(out.glob("*.cubin")), "no cubin written"
     header = (out / "cubridge_hooks.cuh").read_text()
@@ -35,8 +36,8 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     again: list[str] = []
     second = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=again.append))
     assert second.stopped == result.stopped
-    stage_lines = [x for x in again if x.startswith("[") and not x.startswith("[path]")]
-    assert len(stage_lines) == 5
+    stage_lines = [x for x in again if x.startswith("[")]
+    assert len(stage_lines) == 6
     assert all(x.split("] ")[1].startswith("cached") for x in stage_lines), stage_lines
 
 
@@ -49,3 +50,38 @@ def test_run_reports_a_bad_spec_with_its_location(tmp_path):
         run(bad, RunOptions(out=tmp_path / "run", log=lambda _: None))
     assert "bad.py" in str(err.value)
     assert not (tmp_path / "run").exists()  # nothing half-made for a spec that never loaded
+
+
+def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
+    """The route traces the mods once; transfer and lowering use that plan, and the
+    run directory's kernel.py rebuilds the variant from plan.json without tracing."""
+    import json
+
+    from cubridge.pipeline import variant
+    from cubridge.transfer import hooks
+
+    calls: list[str] = []
+    real = hooks.trace_mask_mod
+
+    def counting(*args, **kwargs):
+        calls.append("mask_mod")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hooks, "trace_mask_mod", counting)
+    monkeypatch.setattr("cubridge.pipeline.run.nvcc_available", lambda: False)
+    out = tmp_path / "run"
+    result = run(SPECS / "document_causal.py", RunOptions(out=out, log=lambda _: None))
+    assert "nvcc not found" in result.stopped and calls == ["mask_mod"]
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["path"] == "rules" and plan["kernel"] == "fa_sm80"
+    assert plan["hooks"]["classification"] == "table"
+    assert plan["hooks"]["table_block"] == [32, 64]  # fa_sm80's per-warp tile
+
+    def no_tracing(*args, **kwargs):
+        raise AssertionError("traced again")
+
+    monkeypatch.setattr(hooks, "trace_mask_mod", no_tracing)
+    loaded = variant.load_variant(out)
+    assert loaded.hooks is not None
+    assert loaded.hooks.plan.to_json() == result.kernel.hooks.plan.to_json()
+    assert loaded.hooks.text == (out / "cubridge_hooks.cuh").read_text()
