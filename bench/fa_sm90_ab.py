@@ -19,8 +19,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from cubridge.kernels import fa_sm90
-from cubridge.kernels.fa_sm90 import Sm90TileConfig, launch
+from cubridge.attention import default_scale
+from cubridge.kernels import get_kernel
+from cubridge.kernels.fa_sm90 import launch
+from cubridge.kernels.fa_sm90.kernel import Sm90TileConfig
+
+fa_sm90 = get_kernel("fa_sm90")
 
 default_section = launch.schedule_section
 
@@ -52,7 +56,7 @@ def source_of(candidate: tuple) -> str | None:
     if not macros and path is None:
         return None
     head = "".join(f"#define {k} {v}\n" for k, v in macros.items())
-    return head + (path or fa_sm90.SOURCE).read_text()
+    return head + (path or fa_sm90.source).read_text()
 
 
 def tflops(b, hq, s, d, ms, causal):
@@ -103,8 +107,8 @@ def main() -> None:
         name, causal = job
         d, cfg = CANDIDATES[name][:2]
         try:
-            return job, fa_sm90.kernel_for(d, torch.bfloat16, "sm_90a", causal, None,
-                                           source_of(CANDIDATES[name]), cfg), None
+            return job, fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
+                                           source=source_of(CANDIDATES[name]), config=cfg), None
         except Exception as exc:  # a candidate that does not build is reported, not fatal
             return job, None, f"{type(exc).__name__}: {str(exc)[:300]}"
 
@@ -116,8 +120,7 @@ def main() -> None:
         b = 16384 // s
         inputs = {}
         for name, causal in jobs:
-            d, cfg = CANDIDATES[name][:2]
-            source = source_of(CANDIDATES[name])
+            d = CANDIDATES[name][0]
             kernel, err = built[(name, causal)]
             mode = "causal" if causal else "full"
             row = {"candidate": name, "mode": mode, "S": s, "B": b, "heads": args.heads}
@@ -132,18 +135,19 @@ def main() -> None:
             q, k, v = inputs[d]
             ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                  is_causal=causal, enable_gqa=hq != hk)
-            run = functools.partial(fa_sm90.attention, q, k, v, causal=causal, source=source,
-                                    config=cfg)
+            out = torch.full_like(q, float("nan"))  # unwritten rows fail the check
+            lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+            run = functools.partial(kernel.run, q, k, v, default_scale(d), [], out, lse)
             forced = CANDIDATES[name][2].get("section")
             launch.schedule_section = ((lambda *a, n=forced: n) if forced else default_section)
-            out = run()[0]
+            run()
             err_rel = ((out.float() - ref).norm() / ref.norm()).item()
             if not err_rel < 1e-2:
                 rows.append({**row, "error": f"wrong output: rel err {err_rel:.3g}"})
                 print(f"{name:24} {mode:7} S={s}: WRONG rel err {err_rel:.3g}", flush=True)
                 continue
             ms = do_bench(run, warmup=100, rep=500, return_mode="median")
-            res = kernel.compiled.resources_of(fa_sm90.ENTRY)
+            res = kernel.compiled.resources_of(fa_sm90.entry)
             rows.append({**row, "ms": ms, "tflops": tflops(b, hq, s, d, ms, causal),
                          "rel_err": err_rel, "spill_bytes": res.spill_store_bytes})
             print(f"{name:24} {mode:7} S={s}: {rows[-1]['tflops']:7.1f} TFLOP/s  "

@@ -154,7 +154,7 @@ def test_passes_the_verifier(name):
 def test_kernel_spec_passes_the_verifier():
     verify = pytest.importorskip("cubridge.verify")
     spec_mod = pytest.importorskip("cubridge.spec.loader")
-    spec = spec_mod.load(REPO / "cubridge" / "kernels" / "fa_sm80" / "spec.py")
+    spec = spec_mod.load(REPO / "cubridge" / "kernels" / "common" / "standard_attention_spec.py")
     report = verify.verify(spec, lambda q, k, v, scale=None: fa_sm80.attention(q, k, v, scale),
                            device="cuda")
     assert report.passed, report.summary()

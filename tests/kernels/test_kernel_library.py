@@ -53,8 +53,8 @@ def test_metadata_config_matches_the_cuir_program():
 
 def test_spec_file_loads_and_matches_float64_attention():
     loader = pytest.importorskip("cubridge.spec.loader")
-    spec = loader.load(KERNELS_DIR / "fa_sm80" / "spec.py")
-    assert spec.name == "fa_sm80" and spec.returns_lse
+    spec = loader.load(KERNELS_DIR / "common" / "standard_attention_spec.py")
+    assert spec.name == "standard_attention" and spec.returns_lse
     q, k, v = torch.randn(1, 4, 9, 64), torch.randn(1, 2, 11, 64), torch.randn(1, 2, 11, 64)
     out, lse = spec.reference(q.double(), k.double(), v.double())
     ref, ref_lse = reference_attention(q, k, v)

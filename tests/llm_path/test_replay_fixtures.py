@@ -56,7 +56,7 @@ def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel,
 
 def test_lift_of_fa_sm80_replayed_verifies_with_its_correspondence(tmp_path):
     cu = ROOT / "cubridge" / "kernels" / "fa_sm80" / "fa_sm80.cu"
-    spec = ROOT / "cubridge" / "kernels" / "fa_sm80" / "spec.py"
+    spec = ROOT / "cubridge" / "kernels" / "common" / "standard_attention_spec.py"
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
     _record(fixtures, "lift", lift_messages(cu, spec), "lift_fa_sm80.md")
     client = _replay_client(fixtures, run, "lift")
@@ -67,5 +67,5 @@ def test_lift_of_fa_sm80_replayed_verifies_with_its_correspondence(tmp_path):
     assert {"run", "attention", "load_k", "load_v"} <= methods
     lines = len(cu.read_text().splitlines())
     assert all(1 <= a <= b <= lines for e in corr["correspondence"] for a, b in e["cuda_lines"])
-    assert "PASS: cuir_FaSm80 against spec fa_sm80" in (run / "verify_ir.txt").read_text()
+    assert "PASS: cuir_FaSm80 against spec standard_attention" in (run / "verify_ir.txt").read_text()
     assert "class FaSm80(KernelBase)" in result.program.read_text()

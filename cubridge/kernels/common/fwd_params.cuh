@@ -1,6 +1,6 @@
 // The forward-attention parameters every library kernel receives (docs/hooks.md,
 // "What every library kernel exports"); mirrored field for field by the ctypes
-// `FwdParams` in cubridge/build/attention_op.py.
+// `FwdParams` in cubridge/kernels/abi.py.
 #pragma once
 #include <cstdint>
 

@@ -1,20 +1,19 @@
 """How fa_sm90 is launched: TMA tensor maps made on the host through the CUDA
 driver (cuTensorMapEncodeTiled), the `Sm90Params` struct that carries them
-before the library's `FwdParams`, and a persistent grid with its tile schedule.
-Mirrors `Sm90Params` in fa_sm90.cu (layout checked by a compile test)."""
+ahead of the library's FwdParams fields, and a persistent grid with its tile
+schedule. Mirrors `Sm90Params` in fa_sm90.cu (layout checked by a compile test)."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import math
 from collections.abc import Sequence
 
 import torch
 
-from cubridge.build.attention_op import AttentionKernel, FwdParams, pack_aux
-from cubridge.build.driver import load_cubin, require_cuda_device
+from cubridge.build.attention_op import KernelInfo
 from cubridge.build.errors import LaunchError
+from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
 
 PANEL_COLS = 64          # TMA box inner size: one 128-byte swizzle span of 16-bit elements
 ROWS_PER_CONSUMER = 64   # the epilogue stores 64-row boxes per consumer warpgroup
@@ -28,22 +27,27 @@ _L2_PROMOTION_256B = 3
 
 
 class TensorMap(ctypes.Structure):
-    """CUtensorMap: 128 opaque bytes (64-byte aligned in the kernel's parameters)."""
+    """CUtensorMap: 128 opaque bytes (128-byte aligned in the kernel's parameters)."""
 
     _fields_ = [("opaque", ctypes.c_uint64 * 16)]
 
 
+_SCHEDULE_FIELDS = [("num_m_blocks", ctypes.c_int), ("num_tiles", ctypes.c_int),
+                    ("section", ctypes.c_int)]
+
+
 def _params_struct() -> type[ctypes.Structure]:
-    head = 4 * ctypes.sizeof(TensorMap) + ctypes.sizeof(FwdParams) + 3 * ctypes.sizeof(ctypes.c_int)
-    pad = -head % 64  # sizeof a struct holding 64-byte aligned members is a multiple of 64
+    fields = [*((f"tma_{t}", TensorMap) for t in "qkvo"), ("p", FwdParams), *_SCHEDULE_FIELDS]
+
+    class Head(ctypes.Structure):
+        _fields_ = fields
+
+    pad = -ctypes.sizeof(Head) % 128  # CUtensorMap is alignas(128) in CUDA 13 headers
 
     class Sm90Params(ctypes.Structure):
-        _fields_ = [
-            ("tma_q", TensorMap), ("tma_k", TensorMap), ("tma_v", TensorMap), ("tma_o", TensorMap),
-            ("p", FwdParams),
-            ("num_m_blocks", ctypes.c_int), ("num_tiles", ctypes.c_int), ("section", ctypes.c_int),
-            ("_pad", ctypes.c_uint8 * pad),
-        ]
+        """The tensor maps, the FwdParams every entry takes (as `p`), the tile schedule."""
+
+        _fields_ = [*fields, ("_pad", ctypes.c_uint8 * pad)]
 
     return Sm90Params
 
@@ -73,20 +77,18 @@ def tensor_map(t: torch.Tensor, box_rows: int, what: str) -> TensorMap:
         raise LaunchError(f"fa_sm90: {what} has dtype {t.dtype}; TMA maps take bf16 or fp16")
     b, h, s, d = t.shape
     elem = t.element_size()
-    dims = (d, s, h, b)
     strides = []
     for size, stride, outer in ((s, t.stride(2), d), (h, t.stride(1), d * s),
                                 (b, t.stride(0), d * s * h)):
         # a dimension of size 1 is only ever indexed at 0: any legal stride will do
         strides.append((stride if size > 1 else outer) * elem)
-    bad = [x for x in strides if x % 16 or x >= 1 << 40]
-    if bad or t.data_ptr() % 16:
+    if any(x % 16 or x >= 1 << 40 for x in strides) or t.data_ptr() % 16:
         raise LaunchError(f"fa_sm90: {what} strides {t.stride()} (bytes {strides}) or its data "
                           "pointer are not 16-byte aligned, as TMA requires")
     tmap = TensorMap()
     rc = _encode_tiled()(
         ctypes.byref(tmap), _DATA_TYPE[t.dtype], 4, ctypes.c_void_p(t.data_ptr()),
-        (ctypes.c_uint64 * 4)(*dims), (ctypes.c_uint64 * 3)(*strides),
+        (ctypes.c_uint64 * 4)(d, s, h, b), (ctypes.c_uint64 * 3)(*strides),
         (ctypes.c_uint32 * 4)(PANEL_COLS, box_rows, 1, 1), (ctypes.c_uint32 * 4)(1, 1, 1, 1),
         0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
     if rc != 0:
@@ -108,53 +110,35 @@ def schedule_section(heads_q: int, heads_k: int, seqlen_k: int, head_dim: int,
     keep causal where twelve heads had it. Never more K/V than the L2 budget."""
     group = heads_q // heads_k
     kv_bytes = 2 * seqlen_k * head_dim * elem_bytes * heads_k // heads_q  # per q head
-    wave = max(1, round(num_ctas / max(num_m_blocks, 1))) * (SECTION_WAVES_MASKED if masked else 1)
+    waves = SECTION_WAVES_MASKED if masked else 1
+    wave_heads = max(1, round(num_ctas / max(num_m_blocks, 1))) * waves
     budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
-    groups = max(1, min(-(-wave // group), budget))
-    return group * groups
+    return group * max(1, min(-(-wave_heads // group), budget))
 
 
 @functools.cache
-def _sm_count(index: int) -> int:
+def sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-class Sm90AttentionKernel(AttentionKernel):
-    """A compiled fa_sm90: the launch builds tensor maps and runs a persistent grid."""
-
-    @staticmethod
-    def masked(module) -> bool:
-        """Whether the build's hooks mask (`cubridge_sm90_masked` in the cubin)."""
-        return module.read_global("cubridge_sm90_masked", 4) != bytes(4)
-
-    def run(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-            aux: Sequence[torch.Tensor], out: torch.Tensor, lse: torch.Tensor) -> None:
-        device = require_cuda_device(q.device)
-        info = self.info(device)
-        b, hq, sq, d = q.shape
-        _, hk, sk, _ = k.shape
-        prm = Sm90Params()
-        prm.tma_q = tensor_map(q, info.block_m, "q")
-        prm.tma_k = tensor_map(k, info.block_n, "k")
-        prm.tma_v = tensor_map(v, info.block_n, "v")
-        prm.tma_o = tensor_map(out, ROWS_PER_CONSUMER, "out")
-        p = prm.p
-        p.q, p.k, p.v, p.o, p.lse = (t.data_ptr() for t in (q, k, v, out, lse))
-        for name, t in zip("qkvo", (q, k, v, out), strict=True):
-            setattr(p, f"{name}_batch_stride", t.stride(0))
-            setattr(p, f"{name}_head_stride", t.stride(1))
-            setattr(p, f"{name}_row_stride", t.stride(2))
-        p.batch, p.heads_q, p.heads_k, p.seqlen_q, p.seqlen_k = b, hq, hk, sq, sk
-        p.scale = scale
-        p.scale_log2 = scale * math.log2(math.e)
-        p.aux = pack_aux(aux, sq, sk)
-        prm.num_m_blocks = (sq + info.block_m - 1) // info.block_m
-        prm.num_tiles = b * hq * prm.num_m_blocks
-        if prm.num_tiles >= 1 << 31:
-            raise LaunchError(f"fa_sm90: {prm.num_tiles} tiles exceed the schedule's int range")
-        grid = (min(prm.num_tiles, _sm_count(device.index)), 1, 1)
-        module = load_cubin(self.compiled.key, self.compiled.cubin_path, device)
-        prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks,
-                                       grid[0], self.masked(module))
-        with torch.cuda.device(device):
-            module.function(self.entry).launch(grid, (info.threads, 1, 1), info.smem_bytes, prm)
+def sm90_launch(info: KernelInfo, entry: str, masked: bool, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, scale: float,
+                aux: Sequence[torch.Tensor]) -> Launch:
+    """One launch of fa_sm90: tensor maps, FwdParams fields, the persistent grid."""
+    b, hq, sq, d = q.shape
+    _, hk, sk, _ = k.shape
+    prm = Sm90Params()
+    prm.tma_q = tensor_map(q, info.block_m, "q")
+    prm.tma_k = tensor_map(k, info.block_n, "k")
+    prm.tma_v = tensor_map(v, info.block_n, "v")
+    prm.tma_o = tensor_map(out, ROWS_PER_CONSUMER, "out")
+    fill_fwd_params(prm.p, q, k, v, out, lse, scale, aux)
+    prm.num_m_blocks = (sq + info.block_m - 1) // info.block_m
+    tiles = b * hq * prm.num_m_blocks
+    if tiles >= 1 << 31:
+        raise LaunchError(f"fa_sm90: {tiles} tiles exceed the schedule's int range")
+    prm.num_tiles = tiles
+    grid = (min(tiles, sm_count(q.device.index or 0)), 1, 1)
+    prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks, grid[0],
+                                   masked)
+    return Launch(entry, grid, (info.threads, 1, 1), info.smem_bytes, prm)
