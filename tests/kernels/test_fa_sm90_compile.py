@@ -38,9 +38,10 @@ def _check_clean(compiled, what: str) -> None:
 @pytest.mark.nvcc
 @requires_nvcc
 @pytest.mark.parametrize("build", [(128, torch.bfloat16, False), (128, torch.bfloat16, True),
-                                   (64, torch.bfloat16, True), (128, torch.float16, False)],
-                         ids=["d128-bf16-full", "d128-bf16-causal", "d64-bf16-causal",
-                              "d128-fp16-full"])
+                                   (64, torch.bfloat16, False), (64, torch.bfloat16, True),
+                                   (128, torch.float16, False)],
+                         ids=["d128-bf16-full", "d128-bf16-causal", "d64-bf16-full-3wg",
+                              "d64-bf16-causal", "d128-fp16-full"])
 def test_library_builds_are_clean(build):
     d, dtype, causal = build
     compiled = fa_sm90.compile(d, dtype, "sm_90a", causal=causal)
