@@ -3,9 +3,7 @@ inputs every implementation receives."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,42 +13,23 @@ from cubridge.spec.inputs import make_aux
 from cubridge.spec.model import Spec
 from cubridge.verify.peers import PeerProblem
 
-if TYPE_CHECKING:
-    from cubridge.spec.mods import BoundMods
 
+@dataclass(kw_only=True)
+class Case(PeerProblem):
+    """A PeerProblem (what every implementation receives) with the head config it
+    was made for and the mask's statistics (FLOPs, structure)."""
 
-@dataclass
-class Case:
-    spec: Spec
     config: HeadConfig
-    shape: Shape
-    dtype: torch.dtype
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    aux: Mapping[str, torch.Tensor]
-    mods: BoundMods  # the spec's mods with aux bound (cubridge.spec.mods.bind_mods)
     stats: MaskStats
 
-    @property
-    def scale(self) -> float:
-        return default_scale(self.shape.d) if self.spec.scale is None else self.spec.scale
-
-    @property
-    def device(self) -> torch.device:
-        return self.q.device
-
-    def problem(self) -> PeerProblem:
-        """The case as the peer registry takes it (cubridge.verify.peers)."""
+    def __post_init__(self) -> None:
         st = self.stats
-        return PeerProblem(self.spec, self.shape, self.dtype, self.q, self.k, self.v, self.aux,
-                           self.mods, self.scale, st.structure, st.window, st.depends_on_batch,
-                           st.depends_on_head)
+        self.structure, self.window = st.structure, st.window
+        self.depends_on_batch, self.depends_on_head = st.depends_on_batch, st.depends_on_head
 
-    @property
-    def is_plain_softmax(self) -> bool:
-        """Standard attention with at most a mask: no score_mod, softmax normaliser."""
-        return self.spec.score_mod is None and self.spec.normalizer == "softmax"
+
+def case_scale(spec: Spec, shape: Shape) -> float:
+    return default_scale(shape.d) if spec.scale is None else spec.scale
 
 
 def make_aux_on(spec: Spec, shape: Shape, seed: int, device: torch.device) -> dict:

@@ -22,7 +22,7 @@ class Impl:
 
 
 def _timed(peer: Peer) -> Impl:
-    return Impl(peer.name, lambda case: peer.prepare(case.problem()), peer.source)
+    return Impl(peer.name, peer.prepare, peer.source)
 
 
 def peer_impls(names: list[str] | None = None) -> list[Impl]:

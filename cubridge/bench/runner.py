@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig, Shape
-from cubridge.bench.case import Case, make_aux_on
+from cubridge.bench.case import Case, case_scale, make_aux_on
 from cubridge.bench.check import check_output, tolerance_for
 from cubridge.bench.flops import count_allowed_pairs
 from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
@@ -151,7 +151,8 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -
     aux = make_aux_on(spec, shape, config.seed, device)
     mods = bind_mods(spec, aux)
     stats = count_allowed_pairs(mods.mask_mod, shape, device)
-    return Case(spec, cfg, shape, config.dtype, q, k, v, aux, mods, stats)
+    return Case(spec=spec, shape=shape, dtype=config.dtype, q=q, k=k, v=v, aux=aux, mods=mods,
+                scale=case_scale(spec, shape), config=cfg, stats=stats)
 
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],

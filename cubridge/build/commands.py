@@ -46,6 +46,8 @@ def _build(args: argparse.Namespace) -> int:
     dtypes = [getattr(torch, _DTYPES[d]) for d in args.dtype] if args.dtype else list(meta.dtypes)
     modes = [False] if hooks else {"no": [False], "yes": [True], "both": [False, True]}[
         args.causal]
+    if "causal" not in meta.defines and args.causal == "both":
+        modes = [False]  # the entry's default hooks have no causal mode
     print(f"{kernel.name}: {kernel.source}")
     print(f"{'arch':7} {'D':>4} {'dtype':9} {'causal':6} {'regs':>4} {'stack':>5} "
           f"{'spill st/ld':>11}  cached  cubin")

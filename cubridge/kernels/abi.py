@@ -4,8 +4,9 @@ Every entry takes one by-value parameter struct. Its common part is
 `FwdParams` (pointers, strides, sizes, scales and the hooks' `AuxArgs`; see
 kernels/common/hook_types.cuh and each kernel's source); a kernel may put more
 in front of it (the Hopper entry's TMA descriptors) by defining its own struct
-and overriding `LibraryKernel.launch`. `Launch` is what one launch needs: the
-entry point, grid, block, dynamic shared memory and that struct.
+and overriding `LibraryKernel.launch` (`tensor_map_params(n)` builds the struct
+of a kernel taking n CUtensorMaps first). `Launch` is what one launch needs:
+the entry point, grid, block, dynamic shared memory and that struct.
 """
 
 from __future__ import annotations
@@ -57,6 +58,27 @@ class FwdParams(ctypes.Structure):
     `FWD_PARAMS_FIELDS` at the end and fills them with `fill_fwd_params`."""
 
     _fields_ = FWD_PARAMS_FIELDS
+
+
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap)
+TENSOR_MAP_ALIGN = 64  # alignof(CUtensorMap)
+
+
+def tensor_map_params(num_maps: int, name: str = "TmaFwdParams") -> type[ctypes.Structure]:
+    """The parameter struct of a kernel that takes `num_maps` TMA descriptors
+    (CUtensorMap, 128 bytes, 64-byte aligned) ahead of the FwdParams fields:
+    `maps[i]` holds descriptor i's bytes (cuTensorMapEncodeTiled fills them), and
+    the struct is padded to a multiple of 64 bytes as the CUDA struct is."""
+    fields: list[tuple[str, object]] = [
+        ("maps", (ctypes.c_uint8 * TENSOR_MAP_BYTES) * num_maps), *FWD_PARAMS_FIELDS]
+
+    class Unpadded(ctypes.Structure):
+        _fields_ = fields
+
+    pad = -ctypes.sizeof(Unpadded) % TENSOR_MAP_ALIGN
+    if pad:
+        fields.append(("_pad", ctypes.c_uint8 * pad))
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
 
 
 @dataclass

@@ -170,6 +170,10 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
     bad = [n for n in normalizers if n not in NORMALIZERS]
     if bad:
         raise ValueError(f"{path}: unknown normalizers {bad} (known: {list(NORMALIZERS)})")
+    defines = dict(field("defines"))
+    needed = [k for k in ("head_dim", "float16") if k not in defines]
+    if needed:
+        raise ValueError(f"{path}: 'defines' names no macro for {needed}")
     archs = tuple(field("archs"))
     for arch in (*archs, str(field("min_arch"))):
         try:
@@ -192,7 +196,7 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
         normalizers=normalizers,
         returns_lse=bool(raw.get("returns_lse", True)),
         configs=configs,
-        defines=dict(field("defines")),
+        defines=defines,
         device_note=str(raw.get("device_note", field("min_arch"))),
         priority=int(raw.get("priority", 0)),
         kernel_class=str(raw.get("class", "")),

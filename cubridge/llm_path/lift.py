@@ -21,8 +21,8 @@ from typing import Any
 from cubridge.llm import LLMClient, code_block
 from cubridge.llm.sandbox import check_source
 from cubridge.llm_path.correspondence import check_correspondence, parse_correspondence
+from cubridge.llm_path.messages import numbered, stage_messages
 from cubridge.llm_path.programs import VerifiedProgram, verify_ir_source
-from cubridge.llm_path.prompts import numbered, stage_messages
 from cubridge.llm_path.sampling import best_of_k
 from cubridge.llm_path.settings import StageSettings
 from cubridge.rundir import RunDir, StageRecord, content_hash

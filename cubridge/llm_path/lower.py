@@ -33,8 +33,8 @@ from cubridge.kernels import KernelBuild, LibraryKernel
 from cubridge.llm import LLMClient, ReplyParseError, apply_edits, parse_edits, run_generated
 from cubridge.llm.loop import Rejected
 from cubridge.llm_path.correspondence import render_correspondence
+from cubridge.llm_path.messages import edit_actions_help, numbered, stage_messages
 from cubridge.llm_path.programs import sandbox_limits
-from cubridge.llm_path.prompts import edit_actions_help, numbered, stage_messages
 from cubridge.llm_path.sampling import best_of_k
 from cubridge.llm_path.settings import StageFailed, StageSettings
 from cubridge.rundir import SOURCE_FILE, RunDir, StageRecord, content_hash, lower_record

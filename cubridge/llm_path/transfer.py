@@ -19,8 +19,8 @@ from pathlib import Path
 
 from cubridge.kernels import LibraryKernel
 from cubridge.llm import LLMClient
+from cubridge.llm_path.messages import stage_messages
 from cubridge.llm_path.programs import IR_FILENAME, VerifiedProgram, program_from_reply
-from cubridge.llm_path.prompts import stage_messages
 from cubridge.llm_path.sampling import best_of_k
 from cubridge.llm_path.settings import StageSettings
 from cubridge.rundir import RunDir, StageRecord, content_hash

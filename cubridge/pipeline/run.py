@@ -202,7 +202,7 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
         _compile(ctx, variant)
         _verify_gpu(ctx, variant)
         if opts.bench:
-            _bench(ctx)
+            _bench(ctx, variant)
     except StopRun as stop:
         result.stopped = str(stop)
         ctx.run_dir.log(f"stopped: {stop}")
@@ -278,7 +278,7 @@ def _compile(ctx: _Run, variant: CompiledVariant) -> None:
         rec.summary = (f"nvcc {arch}: {len(built)} cubin(s), "
                        f"{'register spills' if spilled else 'no spills'} ({regs})")
 
-    run_dir.run_stage("compile", content_hash(ctx.base, arch, variant.path), body)
+    run_dir.run_stage("compile", content_hash(ctx.base, arch, variant.fingerprint()), body)
 
 
 def _record_verification(run_dir: RunDir, rec: StageRecord, report: VerifyReport, name: str,
@@ -319,15 +319,15 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
                              "kernel vs spec")
 
     run_dir.run_stage("verify-gpu", content_hash(_device_key(ctx.base), str(opts.gpu_trials),
-                                                 variant.path), body)
+                                                 variant.fingerprint()), body)
 
 
-def _bench(ctx: _Run) -> None:
+def _bench(ctx: _Run, variant: CompiledVariant) -> None:
     run_dir, opts, spec = ctx.run_dir, ctx.opts, ctx.spec
     configs = list(opts.bench_configs or [c.name for c in spec.configs])
     peers = list(opts.bench_peers if opts.bench_peers is not None else PEERS)
-    key = content_hash(_device_key(ctx.base), repr(list(opts.bench_seq_lens)), repr(configs),
-                       repr(peers))
+    key = content_hash(_device_key(ctx.base), variant.fingerprint(),
+                       repr(list(opts.bench_seq_lens)), repr(configs), repr(peers))
 
     def body(rec: StageRecord) -> None:
         timer, timing = gpu_timer(TimingSettings(25.0, 100.0))

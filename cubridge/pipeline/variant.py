@@ -39,6 +39,7 @@ from cubridge.rundir import (
     PLAN_FILE,
     SOURCE_FILE,
     SPEC_FILE,
+    content_hash,
     lower_record,
 )
 from cubridge.spec.loader import load
@@ -136,6 +137,12 @@ class CompiledVariant:
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         out, lse = torch.ops.cubridge.attention_fwd(q, k, v, packed, scale, key)
         return out, (lse if self.spec.normalizer == "softmax" else None)
+
+    def fingerprint(self) -> str:
+        """A content hash of what the cubins are built from (entry, source, hooks,
+        builds): the key of the stages that compile and run them."""
+        return content_hash(self.kernel.name, self.source or "", self.hooks_header or "",
+                            json.dumps([b.to_json() for b in self.builds], sort_keys=True))
 
     def lower_record(self) -> dict[str, object]:
         """lower.json's common part: the entry, the builds, what was changed."""

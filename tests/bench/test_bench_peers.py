@@ -61,7 +61,7 @@ def test_sdpa_expresses_masks_and_additive_biases(specs, name, note):
                                       ("sigmoid_causal", "no sigmoid normaliser")])
 def test_sdpa_refuses_what_it_cannot_express(specs, name, why):
     with pytest.raises(Unsupported, match=why):
-        PEERS["sdpa"].prepare(case_for(specs[name]).problem())
+        PEERS["sdpa"].prepare(case_for(specs[name]))
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -69,7 +69,7 @@ def test_sdpa_refuses_what_it_cannot_express(specs, name, why):
 def test_flex_block_mask_and_score_mod_verify(specs, name):
     # FlexAttention's eager path on CPU: same BlockMask and mods as the compiled peer.
     flex = make_flex_preparer("TRITON", compiled=False)
-    ok, _ = passes(lambda case: flex(case.problem()), case_for(specs[name], 128))
+    ok, _ = passes(lambda case: flex(case), case_for(specs[name], 128))
     assert ok
 
 
@@ -80,7 +80,7 @@ def test_flash_backed_peers_report_missing_flash_attn_4(specs):
         pytest.skip("flash-attn-4 is installed here")
     for name in ("fa4", "flex_flash"):
         with pytest.raises(Unsupported, match="flash-attn-4"):
-            PEERS[name].prepare(case_for(specs["causal"]).problem())
+            PEERS[name].prepare(case_for(specs["causal"]))
 
 
 def test_score_mod_analysis():

@@ -11,7 +11,7 @@ from kernel_helpers import reference_attention
 
 from cubridge.build import NoGpuError, UnsupportedArchError
 from cubridge.build.driver import require_cuda_device
-from cubridge.kernels import KERNELS_DIR, get_kernel, kernel_names, load_kernel
+from cubridge.kernels import KERNELS_DIR, get_kernel, kernel_names, list_kernels, load_kernel
 
 fa_sm80 = get_kernel("fa_sm80")
 
@@ -42,13 +42,32 @@ def test_bad_metadata_names_file_and_field(tmp_path, monkeypatch):
         load_kernel(tmp_path / "broken")
 
 
-def test_metadata_config_matches_the_cuir_program():
-    cuir = pytest.importorskip("cubridge.kernels.fa_sm80.cuir")
-    program = cuir.FaSm80()  # its defaults are the config the CUDA kernel is built with
-    for d in fa_sm80.metadata.head_dims:
-        cfg = fa_sm80.config(d)
-        assert {name: getattr(program, name) for name in vars(cfg)} == vars(cfg)
-        cuir.FaSm80(**vars(cfg))  # and the CuIR accepts every config the metadata lists
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_metadata_config_matches_the_cuir_program(kernel):
+    """The contract of every library entry: its CuIR's defaults are the config the
+    CUDA kernel is built with, and the CuIR accepts every config the metadata lists."""
+    program_class = kernel.cuir_class()
+    program = program_class()
+    first = kernel.cuir_config(kernel.metadata.head_dims[0])
+    assert {name: getattr(program, name) for name in first} == first
+    for d in kernel.metadata.head_dims:
+        program_class(**kernel.cuir_config(d))
+        assert set(kernel.compile_defines(d, kernel.metadata.dtypes[0])) >= {
+            kernel.metadata.defines["head_dim"]}
+
+
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_every_entry_runs_its_cuir_against_its_spec_on_the_cpu(kernel):
+    from cubridge.attention import Shape
+    from cubridge.ir import attention_fn
+    from cubridge.verify import verify
+
+    spec = kernel.spec()
+    d = kernel.metadata.head_dims[0]
+    fn = attention_fn(kernel.cuir_class(), **kernel.cuir_config(d))
+    report = verify(spec, fn, shapes=[Shape(1, 2, 1, 70, 130, d)], dtypes=["bf16"], seed=0,
+                    require_lse=spec.returns_lse)
+    assert report.passed, report.table()
 
 
 def test_spec_file_loads_and_matches_float64_attention():

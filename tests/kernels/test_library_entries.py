@@ -113,7 +113,7 @@ import ctypes
 from dataclasses import dataclass
 
 from cubridge.kernels import LibraryKernel
-from cubridge.kernels.abi import FWD_PARAMS_FIELDS, Launch, fill_fwd_params
+from cubridge.kernels.abi import Launch, fill_fwd_params, tensor_map_params
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,7 @@ class WarpgroupTiles:
         return self.block_m // self.consumer_warpgroups
 
 
-class TmaParams(ctypes.Structure):
-    _fields_ = [("tma", (ctypes.c_uint8 * 128) * 4), *FWD_PARAMS_FIELDS]
+TmaParams = tensor_map_params(4)
 
 
 class PersistentKernel(LibraryKernel):
@@ -163,11 +162,14 @@ def test_an_entry_brings_its_own_config_type_and_launch_abi(tmp_path):
         info = KernelInfo(128, 128, 384, 1000, "softmax", 64, 2)
         launch = kernel.launch(info, q, q, q, q, torch.zeros(1, 2, 300), 0.125, [])
         assert launch.grid == (132, 1, 1) and launch.block == (384, 1, 1)
-        # Four 128-byte descriptors, then the FwdParams fields, as the entry's struct says.
-        assert type(launch.params).tma.offset == 0
+        # Four 128-byte descriptors, then the FwdParams fields, as the entry's struct says,
+        # padded to CUtensorMap's 64-byte alignment.
+        assert type(launch.params).maps.offset == 0
         assert type(launch.params).q.offset == 512
         assert launch.params.seqlen_q == 300 and launch.params.heads_q == 2
-        assert ctypes.sizeof(launch.params) == 512 + ctypes.sizeof(FwdParams)
+        size = ctypes.sizeof(launch.params)
+        assert size % 64 == 0 and 512 + ctypes.sizeof(FwdParams) <= size < 576 + \
+            ctypes.sizeof(FwdParams)
         assert [n for n, _ in FWD_PARAMS_FIELDS][0] == "q"
         # The op launches whatever the entry's ABI builds.
         runnable = kernel.attention_kernel(object(), 64, torch.float16)  # type: ignore[arg-type]

@@ -85,3 +85,19 @@ def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
     assert loaded.hooks is not None
     assert loaded.hooks.plan.to_json() == result.kernel.hooks.plan.to_json()
     assert loaded.hooks.text == (out / "cubridge_hooks.cuh").read_text()
+
+
+def test_transfer_command_tries_the_rules_first(tmp_path, capsys):
+    """`cubridge transfer` routes like `cubridge run`: a spec whose mods trace
+    into the hooks gets the rules' target, verified, and no LLM is asked."""
+    import json
+
+    from cubridge.cli import main
+
+    out = tmp_path / "run"
+    assert main(["transfer", "--spec", str(SPECS / "causal.py"), "--out", str(out)]) == 0
+    assert f"{out / 'target_cuir.py'}" in capsys.readouterr().out
+    assert json.loads((out / "plan.json").read_text())["path"] == "rules"
+    assert "class Target(FaSm80)" in (out / "target_cuir.py").read_text()
+    assert "PASS" in (out / "verify_ir.txt").read_text()
+    assert not (out / "llm").exists()
