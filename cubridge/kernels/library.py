@@ -567,7 +567,8 @@ def select_kernel(arch: str | None = None, head_dim: int | None = None,
                   ) -> LibraryKernel:
     """The entry to use: `kernel` when given (the `--kernel` override, by name
     or object), else the highest-priority entry supporting the arch, head dim,
-    dtype and normaliser (newest minimum arch first among equals). With nothing
+    dtype and normaliser (newest minimum arch first among equals; with no arch,
+    the most portable entry first). With nothing
     that fits, the first entry that supports the arch: its head dims then tell
     the router that the variant changes tile shapes (the LLM path)."""
     if isinstance(kernel, LibraryKernel):
@@ -577,8 +578,12 @@ def select_kernel(arch: str | None = None, head_dim: int | None = None,
     entries = list_kernels()
     if not entries:
         raise ValueError("the kernel library is empty")
-    order = sorted(entries, key=lambda k: (-k.metadata.priority,
-                                           -_arch_number(k.metadata.min_arch), k.name))
+    if arch is None:  # no device known: the most portable entry first
+        order = sorted(entries, key=lambda k: (_arch_number(k.metadata.min_arch),
+                                               -k.metadata.priority, k.name))
+    else:
+        order = sorted(entries, key=lambda k: (-k.metadata.priority,
+                                               -_arch_number(k.metadata.min_arch), k.name))
     for candidate in order:
         if not candidate.unsupported(arch=arch, head_dim=head_dim, head_dim_v=head_dim_v,
                                      dtype=dtype, normalizer=normalizer):

@@ -45,10 +45,13 @@ class LiftResult:
 
 
 def default_spec(kernel_cu: Path) -> Path:
-    """A library kernel's spec.py beside its source."""
-    spec = Path(kernel_cu).resolve().parent / "spec.py"
+    """A library kernel's spec: the one its metadata.json names, else spec.py beside it."""
+    directory = Path(kernel_cu).resolve().parent
+    meta = directory / "metadata.json"
+    name = json.loads(meta.read_text()).get("spec", "spec.py") if meta.is_file() else "spec.py"
+    spec = (directory / name).resolve()
     if not spec.is_file():
-        raise FileNotFoundError(f"{kernel_cu} has no spec.py beside it; pass --spec SPEC "
+        raise FileNotFoundError(f"{kernel_cu} has no spec ({name}) beside it; pass --spec SPEC "
                                 "(a spec of what the kernel computes)")
     return spec
 

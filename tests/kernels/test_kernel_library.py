@@ -32,7 +32,7 @@ def test_registry_lists_fa_sm80_with_its_metadata():
 
 
 def test_bad_metadata_names_file_and_field(tmp_path, monkeypatch):
-    raw = json.loads((KERNELS_DIR / "fa_sm80" / "metadata.json").read_text())
+    raw = json.loads((KERNELS_DIR / "fa_sm80" / "metadata.json").read_text()) | {"spec": "spec.py"}
     del raw["entry"]
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "metadata.json").write_text(json.dumps(raw))

@@ -44,7 +44,7 @@ def derived_entry(root: Path, name: str = ENTRY, block_n: int = 32, priority: in
     shutil.copyfile(base.source, directory / f"{name}.cu")
     shutil.copyfile(base.spec_path, directory / "spec.py")
     meta = json.loads((base.directory / "metadata.json").read_text())
-    meta.update(name=name, source=f"{name}.cu", priority=priority,
+    meta.update(name=name, source=f"{name}.cu", spec="spec.py", priority=priority,
                 description=f"fa_sm80 with {block_n}-key blocks", **extra)
     for cfg in meta["configs"].values():
         cfg["block_n"] = block_n
@@ -66,8 +66,10 @@ def test_a_directory_is_an_entry_and_select_kernel_honours_kernel(library):
     assert entry.config(128).block_n == 32 and entry.table_block(128) == (32, 32)
     assert entry.cuir_class() is get_kernel("fa_sm80").cuir_class()  # the same CuIR program
     assert entry.compile_defines(128, torch.bfloat16)["CUBRIDGE_BLOCK_N"] == 32
-    # By priority the original entry is chosen; --kernel (by name or object) overrides.
-    assert select_kernel("sm_90a", 128, torch.bfloat16, "softmax").name == "fa_sm80"
+    # By priority the original entry is chosen (on Hopper: fa_sm90); --kernel (by name or
+    # object) overrides.
+    assert select_kernel("sm_86", 128, torch.bfloat16, "softmax").name == "fa_sm80"
+    assert select_kernel("sm_90a", 128, torch.bfloat16, "softmax").name == "fa_sm90"
     assert select_kernel("sm_90a", 128, torch.bfloat16, kernel=ENTRY) is entry
     assert select_kernel(kernel=entry) is entry
     with pytest.raises(ValueError, match="no kernel 'nope' in the library"):
@@ -79,8 +81,10 @@ def test_selection_by_arch_head_dim_dtype_and_priority(tmp_path, monkeypatch):
     derived_entry(root, "fa_sm80_first", priority=5, head_dims=[128],
                   configs={"128": {"block_m": 128, "block_n": 32, "num_warps": 4, "stages": 2}})
     monkeypatch.setenv(KERNEL_DIRS_ENV, str(root))
-    assert select_kernel("sm_90a", 128, torch.bfloat16).name == "fa_sm80_first"
-    assert select_kernel("sm_90a", 64, torch.bfloat16).name == "fa_sm80"  # D64: not in it
+    assert select_kernel("sm_86", 128, torch.bfloat16).name == "fa_sm80_first"
+    assert select_kernel("sm_86", 64, torch.bfloat16).name == "fa_sm80"  # D64: not in it
+    assert select_kernel("sm_90a", 128, torch.bfloat16).name == "fa_sm90"  # priority 10
+    assert select_kernel(None, 128, torch.bfloat16).name == "fa_sm80_first"  # no device: sm_80
     assert "needs sm_80 or newer" in get_kernel("fa_sm80").unsupported(arch="sm_75")
     with pytest.raises(ValueError, match="no library kernel runs on sm_75"):
         select_kernel("sm_75", 128, torch.bfloat16)

@@ -45,7 +45,8 @@ def _replayed_cosine_run(tmp_path, monkeypatch, **options):
     monkeypatch.setenv("CUBRIDGE_LLM_PROVIDER", "replay")
     monkeypatch.setenv("CUBRIDGE_LLM_REPLAY_DIR", str(fixtures))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
-    return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a",
+    # the fixtures were recorded against fa_sm80 (sm_90a would select fa_sm90)
+    return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a", kernel="fa_sm80",
                                           llm_settings=SETTINGS, **options))
 
 
@@ -67,7 +68,7 @@ def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
 
     # The rules path writes the same artifacts (an LLM run adds its exchanges, llm/).
     rules = run(SPECS / "causal.py", RunOptions(out=tmp_path / "rules", log=print, bench=False,
-                                               arch="sm_90a"))
+                                               arch="sm_90a", kernel="fa_sm80"))
     assert rules.stopped == result.stopped.replace(str(out), str(tmp_path / "rules"))
 
     def names(d):

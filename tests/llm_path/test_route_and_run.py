@@ -81,7 +81,7 @@ def test_cubridge_run_takes_the_llm_path_for_cosine(tmp_path, monkeypatch):
     monkeypatch.setattr("cubridge.pipeline.run.nvcc_available", lambda: False)
     lines: list[str] = []
     result = run(SPECS / "cosine.py", RunOptions(
-        out=out, log=lines.append, bench=False,
+        out=out, log=lines.append, bench=False, kernel="fa_sm80",  # (fixture's kernel)
         llm_settings=StageSettings(ir_sizes=((1, 65, 129),), seed=2)))
 
     assert any(line.startswith("[route] LLM stages on fa_sm80: the spec has no "

@@ -31,7 +31,7 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     assert list(out.glob("*.cubin")), "no cubin written"
     header = (out / "cubridge_hooks.cuh").read_text()
     assert "tanh" in header  # the softcap reached the CUDA hooks
-    assert "class Target(FaSm80)" in (out / "target_cuir.py").read_text()
+    assert "class Target(FaSm90)" in (out / "target_cuir.py").read_text()  # sm_90a: fa_sm90
 
     again: list[str] = []
     second = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=again.append))
@@ -73,9 +73,9 @@ def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
     result = run(SPECS / "document_causal.py", RunOptions(out=out, log=lambda _: None))
     assert "nvcc not found" in result.stopped and calls == ["mask_mod"]
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["path"] == "rules" and plan["kernel"] == "fa_sm80"
+    assert plan["path"] == "rules" and plan["kernel"] == "fa_sm90"  # the sm_90a default
     assert plan["hooks"]["classification"] == "table"
-    assert plan["hooks"]["table_block"] == [32, 64]  # fa_sm80's per-warp tile
+    assert plan["hooks"]["table_block"] == [64, 128]  # fa_sm90's per-warpgroup tile
 
     def no_tracing(*args, **kwargs):
         raise AssertionError("traced again")
@@ -98,6 +98,6 @@ def test_transfer_command_tries_the_rules_first(tmp_path, capsys):
     assert main(["transfer", "--spec", str(SPECS / "causal.py"), "--out", str(out)]) == 0
     assert f"{out / 'target_cuir.py'}" in capsys.readouterr().out
     assert json.loads((out / "plan.json").read_text())["path"] == "rules"
-    assert "class Target(FaSm80)" in (out / "target_cuir.py").read_text()
+    assert "class Target(FaSm90)" in (out / "target_cuir.py").read_text()  # sm_90a: fa_sm90
     assert "PASS" in (out / "verify_ir.txt").read_text()
     assert not (out / "llm").exists()
