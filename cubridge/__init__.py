@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cubridge.pipeline.lowered import LoweredKernel
-    from cubridge.pipeline.variant import VariantKernel
+    from cubridge.kernels import LibraryKernel
+    from cubridge.pipeline.variant import CompiledVariant
 
 __version__ = "0.1.0"
 
 
-def compile(spec: str | Path, *, kernel: str = "fa_sm80", out: Path | None = None,
-            seed: int | None = None) -> VariantKernel | LoweredKernel:  # noqa: A001
+def compile(spec: str | Path, *, kernel: str | LibraryKernel | None = None,  # noqa: A001
+            out: Path | None = None, seed: int | None = None) -> CompiledVariant:
     """The verified kernel of a spec file, ready to call inside a model:
 
         attention = cubridge.compile("examples/specs/alibi_causal.py")
@@ -27,8 +27,9 @@ def compile(spec: str | Path, *, kernel: str = "fa_sm80", out: Path | None = Non
     Runs `cubridge run` without the benchmark (cached in the run directory):
     transfer, IR verification, lowering, compilation and GPU verification.
     Raises if any of them fails or this machine cannot finish them (no nvcc,
-    no GPU)."""
-    from cubridge.pipeline.run import RunOptions, run
+    no GPU). `kernel`: the library entry (name or object); default: the one
+    `cubridge.kernels.select_kernel` picks for this GPU and the spec."""
+    from cubridge.pipeline.run import RunOptions, run  # `import cubridge` stays light
 
     result = run(spec, RunOptions(kernel=kernel, out=out, bench=False, seed=seed))
     if result.stopped or result.kernel is None:

@@ -17,7 +17,7 @@ COMMAND_MODULES = [
     "cubridge.llm.commands",
     "cubridge.spec.commands",
     "cubridge.lower.commands",
-    "cubridge.stages.commands",
+    "cubridge.llm_path.commands",
     "cubridge.mcp.commands",
     "cubridge.verify.commands",
 ]

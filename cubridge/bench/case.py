@@ -3,72 +3,38 @@ inputs every implementation receives."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from cubridge.attention import HeadConfig, Shape, default_scale
 from cubridge.bench.flops import MaskStats
+from cubridge.spec.inputs import make_aux
 from cubridge.spec.model import Spec
-
-if TYPE_CHECKING:
-    from cubridge.spec.mods import BoundMods
+from cubridge.verify.peers import PeerProblem
 
 
-@dataclass
-class Case:
-    spec: Spec
+@dataclass(kw_only=True)
+class Case(PeerProblem):
+    """A PeerProblem (what every implementation receives) with the head config it
+    was made for and the mask's statistics (FLOPs, structure)."""
+
     config: HeadConfig
-    shape: Shape
-    dtype: torch.dtype
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    aux: Mapping[str, torch.Tensor]
-    mods: BoundMods  # the spec's mods with aux bound (cubridge.spec.mods.bind_mods)
     stats: MaskStats
 
-    @property
-    def scale(self) -> float:
-        return default_scale(self.shape.d) if self.spec.scale is None else self.spec.scale
-
-    @property
-    def device(self) -> torch.device:
-        return self.q.device
-
-    @property
-    def is_plain_softmax(self) -> bool:
-        """Standard attention with at most a mask: no score_mod, softmax normaliser."""
-        return self.spec.score_mod is None and self.spec.normalizer == "softmax"
+    def __post_init__(self) -> None:
+        st = self.stats
+        self.structure, self.window = st.structure, st.window
+        self.depends_on_batch, self.depends_on_head = st.depends_on_batch, st.depends_on_head
 
 
-def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device | str,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random normal q, k, v (never zeros: docs/benchmark.md) in the shared layouts."""
-    def randn(*size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
-
-    return (randn(shape.b, shape.hq, shape.sq, shape.d),
-            randn(shape.b, shape.hk, shape.sk, shape.d),
-            randn(shape.b, shape.hk, shape.sk, shape.head_dim_v))
-
-
-def first_tensor(result: object) -> torch.Tensor:
-    """out from an implementation returning out or (out, lse, ...)."""
-    if isinstance(result, tuple | list):
-        result = result[0]
-    if not isinstance(result, torch.Tensor):
-        raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
-    return result
+def case_scale(spec: Spec, shape: Shape) -> float:
+    return default_scale(shape.d) if spec.scale is None else spec.scale
 
 
 def make_aux_on(spec: Spec, shape: Shape, seed: int, device: torch.device) -> dict:
     """The spec's aux tensors for `shape` on `device`. Specs draw them on the CPU
     from a CPU generator (the spec part's convention, with its checks); they are
     then moved, so every device sees the same documents, slopes and tables."""
-    from cubridge.spec.inputs import make_aux
-
     aux = make_aux(spec, shape, torch.Generator().manual_seed(seed))
     return {name: t.to(device) for name, t in aux.items()}

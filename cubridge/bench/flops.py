@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape, attention_flops
-from cubridge.bench.mods import Mod, arange, eval_mask, index_grid
+from cubridge.spec.grids import Mod, arange, eval_mask, index_grid
 
 # Elements of one evaluated mask chunk (bool): bounds memory at large S.
 CHUNK_ELEMENTS = 1 << 28

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape, default_scale
-from cubridge.bench.case import first_tensor, make_aux_on
-from cubridge.bench.mods import arange, eval_mask
+from cubridge.bench.case import make_aux_on
+from cubridge.spec.grids import arange, eval_mask
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods, bind_mods
+from cubridge.verify.peers import first_tensor
 
 # Elements of one float64 score chunk: 2^28 * 8 bytes = 2 GiB.
 SCORE_CHUNK_ELEMENTS = 1 << 28

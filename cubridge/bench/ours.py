@@ -4,16 +4,15 @@ or a folder of run directories (`runs/`), where each variant takes the newest
 `<variant>-*` run directory.
 
 Calling conventions, chosen from the function's signature:
-- a library kernel with a `causal` flag, e.g. `cubridge.kernels.fa_sm80.attention(
-  q, k, v, scale=None, causal=False, ...)`: used for full and causal masks only;
+- a library kernel with a `causal` flag, e.g. `cubridge.kernels.attention(q, k, v,
+  scale=None, causal=False, ...)` (the entry select_kernel picks for the inputs):
+  used for full and causal masks only;
 - a per-variant kernel `attention(q, k, v, **aux)` (optionally `scale=`): called
   with the spec's aux tensors, for the variant it was built for.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import re
 from collections.abc import Callable
@@ -21,20 +20,18 @@ from pathlib import Path
 
 from cubridge.bench.case import Case
 from cubridge.bench.peers import Impl, Prepared, Unsupported
+from cubridge.verify.candidate import import_impl
 
-DEFAULT_OURS = "cubridge.kernels.fa_sm80:attention"
+DEFAULT_OURS = "cubridge.kernels:attention"
 _DEFINES_ATTENTION = re.compile(r"^def attention\(", re.MULTILINE)
 
 
-def _load_file(path: Path, func: str) -> Callable[..., object]:
-    module_spec = importlib.util.spec_from_file_location(f"cubridge_bench_{path.stem}", path)
-    if module_spec is None or module_spec.loader is None:
-        raise Unsupported(f"cannot import {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    if not hasattr(module, func):
-        raise Unsupported(f"{path} defines no {func!r}")
-    return getattr(module, func)
+def _import(ref: str) -> Callable[..., object]:
+    """verify's impl resolver; a failure makes the impl unavailable, not fatal."""
+    try:
+        return import_impl(ref)
+    except Exception as exc:  # noqa: BLE001 - any import failure makes the impl unavailable
+        raise Unsupported(f"cannot import {ref}: {type(exc).__name__}: {exc}") from exc
 
 
 def _attention_modules(folder: Path) -> list[Path]:
@@ -62,23 +59,14 @@ def _run_dir_module(run_dir: Path, variant: str | None) -> Path:
 def load_callable(target: str, variant: str | None = None) -> Callable[..., object]:
     """Resolve MODULE:FUNC, FILE.py[:FUNC], a run directory, or (given the
     variant's name) a folder of run directories to a function."""
-    path_part, _, func = target.rpartition(":") if ":" in target else (target, "", "")
-    path = Path(path_part or target)
-    if path.is_dir():
-        return _load_file(_run_dir_module(path, variant), "attention")
-    if path.suffix == ".py":
-        if not path.is_file():
-            raise Unsupported(f"{path} does not exist")
-        return _load_file(path, func or "attention")
-    if not func:
+    path = Path(target.rpartition(":")[0] if ":" in target else target)
+    if Path(target).is_dir():
+        return _import(f"{_run_dir_module(Path(target), variant)}:attention")
+    if path.suffix == ".py" or target.endswith(".py"):
+        return _import(target if ":" in target else f"{target}:attention")
+    if ":" not in target:
         raise Unsupported(f"{target!r}: expected MODULE:FUNC, FILE.py:FUNC or a run directory")
-    try:
-        module = importlib.import_module(path_part)
-    except Exception as exc:  # noqa: BLE001 - any import failure makes the impl unavailable
-        raise Unsupported(f"cannot import {path_part}: {type(exc).__name__}: {exc}") from exc
-    if not hasattr(module, func):
-        raise Unsupported(f"{path_part} has no {func!r}")
-    return getattr(module, func)
+    return _import(target)
 
 
 def external_impl(name: str, target: str) -> Impl:

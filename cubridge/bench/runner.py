@@ -11,12 +11,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from cubridge.attention import HEAD_CONFIGS, HeadConfig, Shape
-from cubridge.bench.case import Case, make_aux_on, make_inputs
+from cubridge.bench.case import Case, case_scale, make_aux_on
 from cubridge.bench.check import check_output, tolerance_for
 from cubridge.bench.flops import count_allowed_pairs
 from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
 from cubridge.bench.peers import Impl, Unsupported
 from cubridge.bench.timing import Timer
+from cubridge.spec.inputs import make_qkv
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
 
@@ -146,11 +147,12 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -
     shape = Shape.from_config(cfg, config.tokens // seq_len, seq_len)
     device = torch.device(config.device)
     gen = torch.Generator(device=device).manual_seed(config.seed)
-    q, k, v = make_inputs(shape, config.dtype, device, gen)
+    q, k, v = make_qkv(shape, config.dtype, "normal", gen)  # never zeros: docs/benchmark.md
     aux = make_aux_on(spec, shape, config.seed, device)
     mods = bind_mods(spec, aux)
     stats = count_allowed_pairs(mods.mask_mod, shape, device)
-    return Case(spec, cfg, shape, config.dtype, q, k, v, aux, mods, stats)
+    return Case(spec=spec, shape=shape, dtype=config.dtype, q=q, k=k, v=v, aux=aux, mods=mods,
+                scale=case_scale(spec, shape), config=cfg, stats=stats)
 
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],

@@ -6,7 +6,7 @@ Compile any source (lowering's entry point):
 
     compiled = compile_cuda(Path("kernel.cu") or source_text, arch="sm_90a",
                             hooks_header=generated_text, defines={"CUBRIDGE_HEAD_DIM": 128})
-    compiled.resources_of("fa_sm80_fwd")   # registers, smem, stack, spills (KernelResources)
+    compiled.resources_of(entry_name)      # registers, smem, stack, spills (KernelResources)
     compiled.cubin_path, compiled.log, compiled.key
 
 The cache ($CUBRIDGE_CACHE_DIR, else ~/.cache/cubridge) is keyed by the source,
@@ -17,8 +17,9 @@ version; each entry keeps kernel.cubin, resources.json, build.log, recipe.json
 as file:line, generated headers named as such), NvccNotFoundError,
 UnsupportedArchError, NoGpuError, LaunchError.
 
-Run a library attention kernel: cubridge.kernels.fa_sm80.attention(...), or
-build.attention_op.AttentionKernel + register(kernel) -> key, then
+Run a library attention kernel: cubridge.kernels.attention(...) or a
+LibraryKernel's attention(...), or LibraryKernel.launchable(...) (an
+AttentionKernel) + register(kernel) -> key, then
 torch.ops.cubridge.attention_fwd(q, k, v, aux, scale, key) (has a fake impl,
 so it traces under torch.compile).
 """

@@ -7,7 +7,7 @@ import re
 
 from cubridge.build.errors import UnsupportedArchError
 
-_ARCH = re.compile(r"^sm_(\d)(\d+)([af]?)$")
+_ARCH = re.compile(r"^sm_(\d+)(\d)([af]?)$")  # sm_90a: (9, 0); sm_100a: (10, 0)
 
 
 def parse_arch(arch: str) -> tuple[int, int, str]:

@@ -1,18 +1,17 @@
 """Attention kernels of the library as PyTorch ops.
 
-Every library attention kernel takes one by-value `FwdParams` struct (see
-kernels/fa_sm80/fa_sm80.cu; mirrored here with ctypes) and exports
-`cubridge_kernel_info` (block sizes, threads, shared memory, normaliser), so
-one launcher and one `torch.library` custom op, `cubridge::attention_fwd`,
+Every library attention kernel exports `cubridge_kernel_info` (block sizes,
+threads, shared memory, normaliser), and its library entry says how to launch
+it (`LibraryKernel.launch`: parameter struct and grid, cubridge.kernels.abi),
+so one launcher and one `torch.library` custom op, `cubridge::attention_fwd`,
 serve them all. The op has a fake (meta) implementation, so it traces under
 torch.compile; the kernel to run is named by its cubin's cache key."""
 
 from __future__ import annotations
 
-import ctypes
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -20,39 +19,7 @@ from cubridge.build.compile import CompiledKernel
 from cubridge.build.driver import load_cubin, require_cuda_device
 from cubridge.build.errors import LaunchError
 
-MAX_AUX = 8
-MAX_AUX_RANK = 4
 NORMALIZERS = {0: "softmax", 1: "elementwise"}
-
-
-class AuxTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("size", ctypes.c_int64 * MAX_AUX_RANK),
-        ("stride", ctypes.c_int64 * MAX_AUX_RANK),
-    ]
-
-
-class AuxArgs(ctypes.Structure):
-    _fields_ = [
-        ("t", AuxTensor * MAX_AUX),
-        ("num", ctypes.c_int),
-        ("seqlen_q", ctypes.c_int),
-        ("seqlen_k", ctypes.c_int),
-    ]
-
-
-class FwdParams(ctypes.Structure):
-    _fields_ = [
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-        ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
-        *[(f"{t}_{s}_stride", ctypes.c_int64)
-          for t in "qkvo" for s in ("batch", "head", "row")],
-        ("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_k", ctypes.c_int),
-        ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
-        ("scale", ctypes.c_float), ("scale_log2", ctypes.c_float),
-        ("aux", AuxArgs),
-    ]
 
 
 MAX_KEY_BLOCKS = 0xFFFF  # key blocks per sequence of kernels with a visit list
@@ -91,14 +58,21 @@ class KernelInfo:
         return f"{entry}_long" if blocks > self.visit_cap else entry
 
 
+# (info, q, k, v, out, lse, scale, aux) -> cubridge.kernels.abi.Launch: a library
+# entry's launch ABI (LibraryKernel.launch).
+LaunchABI = Callable[..., Any]
+
+
 @dataclass
 class AttentionKernel:
-    """A compiled library attention kernel for one head dim and dtype."""
+    """A compiled library attention kernel for one head dim and dtype, with its
+    entry's launch ABI."""
 
     compiled: CompiledKernel
     entry: str
     head_dim: int
     dtype: torch.dtype
+    launch: LaunchABI
     _info: dict[int, KernelInfo] = field(default_factory=dict)  # by device index
 
     def info(self, device: torch.device) -> KernelInfo:
@@ -120,40 +94,11 @@ class AttentionKernel:
             aux: Sequence[torch.Tensor], out: torch.Tensor, lse: torch.Tensor) -> None:
         """Launch into `out` and `lse` (already checked by check_inputs)."""
         device = require_cuda_device(q.device)
-        info = self.info(device)
+        launch = self.launch(self.info(device), q, k, v, out, lse, scale, aux)
         module = load_cubin(self.compiled.key, self.compiled.cubin_path, device)
-        b, hq, sq, _ = q.shape
-        _, hk, sk, _ = k.shape
-        p = FwdParams()
-        p.q, p.k, p.v, p.o, p.lse = (t.data_ptr() for t in (q, k, v, out, lse))
-        for name, t in zip("qkvo", (q, k, v, out), strict=True):
-            setattr(p, f"{name}_batch_stride", t.stride(0))
-            setattr(p, f"{name}_head_stride", t.stride(1))
-            setattr(p, f"{name}_row_stride", t.stride(2))
-        p.batch, p.heads_q, p.heads_k, p.seqlen_q, p.seqlen_k = b, hq, hk, sq, sk
-        p.scale = scale
-        p.scale_log2 = scale * math.log2(math.e)
-        p.aux = pack_aux(aux, sq, sk)
-        grid = ((sq + info.block_m - 1) // info.block_m, hq, b)
         with torch.cuda.device(device):
-            module.function(info.entry_for(self.entry, sk)).launch(
-                grid, (info.threads, 1, 1), info.smem_bytes, p)
-
-
-def pack_aux(aux: Sequence[torch.Tensor], seqlen_q: int, seqlen_k: int) -> AuxArgs:
-    """AuxArgs for up to 8 aux tensors of rank <= 4 (sizes/strides in elements)."""
-    if len(aux) > MAX_AUX:
-        raise LaunchError(f"at most {MAX_AUX} aux tensors are supported, got {len(aux)}")
-    packed = AuxArgs()
-    packed.num, packed.seqlen_q, packed.seqlen_k = len(aux), seqlen_q, seqlen_k
-    for i, t in enumerate(aux):
-        if t.dim() > MAX_AUX_RANK:
-            raise LaunchError(f"aux tensor {i} has rank {t.dim()}; at most {MAX_AUX_RANK}")
-        packed.t[i].data = t.data_ptr()
-        for d in range(t.dim()):
-            packed.t[i].size[d] = t.shape[d]
-            packed.t[i].stride[d] = t.stride(d)
-    return packed
+            module.function(launch.entry).launch(launch.grid, launch.block, launch.smem_bytes,
+                                                 launch.params)
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dims: Sequence[int],
@@ -216,7 +161,7 @@ def register(kernel: AttentionKernel) -> str:
 def registered(key: str) -> AttentionKernel:
     if key not in _KERNELS:
         raise LaunchError(f"no attention kernel registered under key {key[:12]}...: "
-                          "compile it (cubridge.kernels.fa_sm80.kernel_for) in this process first")
+                          "compile it (LibraryKernel.launchable) in this process first")
     return _KERNELS[key]
 
 

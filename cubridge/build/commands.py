@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "build", help="compile a library kernel to a cached cubin; report registers/smem/spills",
         description="Compile a library kernel (default: every head dim, dtype and causal mode "
                     "for its compile-only archs). Exit status 1 if any build spills registers.")
-    p.add_argument("kernel", nargs="?", default="fa_sm80", help="library kernel (default fa_sm80)")
+    p.add_argument("kernel", nargs="?",
+                   help="library kernel (default: the one selected for the first --arch)")
     p.add_argument("--arch", action="append", help="target, e.g. sm_90a (repeatable)")
     p.add_argument("--head-dim", type=int, action="append", help="head dim (repeatable)")
     p.add_argument("--dtype", choices=sorted(_DTYPES), action="append", help="repeatable")
@@ -31,21 +32,23 @@ def _build(args: argparse.Namespace) -> int:
     import torch
 
     from cubridge.build.errors import BuildPartError
-    from cubridge.kernels import load_metadata
+    from cubridge.kernels import select_kernel
 
-    if args.kernel != "fa_sm80":
-        print(f"cubridge build: no build recipe for kernel {args.kernel!r} (have: fa_sm80)",
-              file=sys.stderr)
+    try:
+        kernel = select_kernel(args.arch[0] if args.arch else None, kernel=args.kernel)
+    except ValueError as exc:
+        print(f"cubridge build: {exc}", file=sys.stderr)
         return 2
-    from cubridge.kernels import fa_sm80
-
-    meta = load_metadata(args.kernel)
+    meta = kernel.metadata
     hooks = args.hooks.read_text() if args.hooks else None
     archs = args.arch or list(meta.compile_only_archs)
     head_dims = args.head_dim or list(meta.head_dims)
     dtypes = [getattr(torch, _DTYPES[d]) for d in args.dtype] if args.dtype else list(meta.dtypes)
     modes = [False] if hooks else {"no": [False], "yes": [True], "both": [False, True]}[
         args.causal]
+    if "causal" not in meta.defines and args.causal == "both":
+        modes = [False]  # the entry's default hooks have no causal mode
+    print(f"{kernel.name}: {kernel.source}")
     print(f"{'arch':7} {'D':>4} {'dtype':9} {'causal':6} {'regs':>4} {'stack':>5} "
           f"{'spill st/ld':>11}  cached  cubin")
     spilled = 0
@@ -54,7 +57,7 @@ def _build(args: argparse.Namespace) -> int:
             for dtype in dtypes:
                 for causal in modes:
                     try:
-                        c = fa_sm80.compile_for(d, dtype, arch, causal=causal, hooks_header=hooks)
+                        c = kernel.compile(d, dtype, arch, causal=causal, hooks_header=hooks)
                     except (BuildPartError, ValueError, TypeError) as exc:
                         print(f"cubridge build: {exc}", file=sys.stderr)
                         return 1
@@ -70,13 +73,16 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _kernels(args: argparse.Namespace) -> int:
-    from cubridge.kernels import list_kernels, load_metadata
+    import dataclasses
 
-    for name in list_kernels():
-        m = load_metadata(name)
-        configs = ", ".join(f"D{d}: {c.block_m}x{c.block_n}, {c.num_warps} warps, "
-                            f"{c.stages} stages" for d, c in sorted(m.configs.items()))
-        print(f"{name}: {m.description}")
+    from cubridge.kernels import list_kernels
+
+    for kernel in list_kernels():
+        m = kernel.metadata
+        configs = "; ".join(f"D{d}: " + ", ".join(
+            f"{f.name} {getattr(c, f.name)}" for f in dataclasses.fields(c))
+            for d, c in sorted(m.configs.items()))
+        print(f"{kernel.name}: {m.description}")
         print(f"  archs {', '.join(m.archs)} (min {m.min_arch}); head dims "
               f"{', '.join(map(str, m.head_dims))}; dtypes "
               f"{', '.join(str(t)[6:] for t in m.dtypes)}")

@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass
 # Spill traffic (stores + loads, bytes) a variant built from a library kernel
 # may have. A variant's hooks or edits add registers to a kernel that sits near
 # 255, and a few loop-invariant values reloaded once per key block cost a few
-# percent (fa_sm80/NOTES.md). More than this means the variant needs restructuring.
+# percent (the Ampere entry's NOTES.md). More than this means the variant needs
+# restructuring.
 SPILL_BUDGET_BYTES = 160
-# The library kernels' own bound: fa_sm80 at D = 128 keeps a few scalars in local
-# memory, measured faster than its spill-free predecessor (fa_sm80/NOTES.md).
+# The library kernels' own bound: the Ampere entry at D = 128 keeps a few scalars in
+# local memory, measured faster than its spill-free predecessor (its NOTES.md).
 LIBRARY_SPILL_BYTES = 48
 
 

@@ -11,7 +11,9 @@ reference programs are included verbatim as worked examples.
 from __future__ import annotations
 
 import argparse
+import ast
 import enum
+import importlib
 import inspect
 import sys
 from pathlib import Path
@@ -105,16 +107,20 @@ ATTRIBUTE_DOCS = {
     "tile_math.LN2": ("LN2 = ln(2)", tile_math, "LN2"),
 }
 
-EXAMPLES = [
-    ("Ampere style: cubridge/kernels/fa_sm80/cuir.py", "cubridge.kernels.fa_sm80.cuir"),
-    ("Hopper style: cubridge/kernels/fa_sm90/cuir.py", "cubridge.kernels.fa_sm90.cuir"),
-]
+KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def examples() -> list[tuple[str, str]]:
+    """(title, module): the attention base class the library's programs share,
+    then the CuIR programs in the kernel library's directories."""
+    return [("the shared attention numerics: cubridge/ir/attention.py", "cubridge.ir.attention"),
+            *[(f"{p.parent.name}: cubridge/kernels/{p.parent.name}/cuir.py",
+               f"cubridge.kernels.{p.parent.name}.cuir")
+              for p in sorted(KERNELS_DIR.glob("*/cuir.py"))]]
 
 
 def _attribute_doc(owner: Any, name: str) -> str:
     """The string literal right after `name = ...` in owner's source (attribute docstring)."""
-    import ast
-
     tree = ast.parse(inspect.getsource(owner))
     for body in [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
         for i, node in enumerate(body[:-1]):
@@ -206,9 +212,7 @@ def render() -> str:
     out += ["## Worked examples", "",
             "The CuIR of the library's expert kernels, verbatim. Variants subclass them and "
             "override hooks only, when they can.", ""]
-    import importlib
-
-    for title, mod in EXAMPLES:
+    for title, mod in examples():
         src = inspect.getsource(importlib.import_module(mod))
         out += [f"### {title}", "", "```python", src.rstrip(), "```", ""]
     return "\n".join(out).rstrip() + "\n"

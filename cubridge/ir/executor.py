@@ -33,12 +33,12 @@ What a run rejects (each error names the IR line and the worker):
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from cubridge.attention import default_scale
 from cubridge.ir.errors import CuIRError, ProgramError, RaceError, StaticCheckError, SyncError
 from cubridge.ir.kernel import Cta, KernelBase
 from cubridge.ir.limits import check_arch
@@ -130,7 +130,7 @@ def _bind_problem(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch
     kernel.v = Global("v", v.detach().cpu().contiguous())
     kernel.o = Global("o", out)
     kernel.lse = Global("lse", lse)
-    kernel.scale = float(scale) if scale is not None else 1.0 / math.sqrt(d)
+    kernel.scale = float(scale) if scale is not None else default_scale(d)
     kernel.batch, kernel.heads_q, kernel.heads_kv = b, hq, hk
     kernel.seqlen_q, kernel.seqlen_k, kernel.head_dim, kernel.head_dim_v = sq, sk, d, dv
     kernel.dtype = q.dtype

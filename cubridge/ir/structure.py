@@ -12,9 +12,7 @@ deterministically (hook header generation); anything else needs LLM lowering.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 
 from cubridge.ir.hooks import HookDefaults
 from cubridge.ir.kernel import KernelBase
+from cubridge.modules import load_module_from_path
 
 HOOK_METHODS = ("score_mod", "mask_mod", "activation", "kv_block_range", "block_kind")
 HOOK_ATTRIBUTES = ("normalizer", "aux_names", "has_score_mod", "has_mask_mod")
@@ -40,18 +39,12 @@ def load_kernels(path: str | Path) -> list[type[KernelBase]]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
-    name = f"_cuir_{abs(hash(path.resolve()))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        module = load_module_from_path(path, prefix="cubridge_cuir")
     except Exception as e:
         raise ValueError(f"{path}: importing it failed: {type(e).__name__}: {e}") from e
     found = [c for c in vars(module).values() if inspect.isclass(c)
-             and issubclass(c, KernelBase) and c.__module__ == name]
+             and issubclass(c, KernelBase) and c.__module__ == module.__name__]
     if not found:
         raise ValueError(f"{path}: defines no KernelBase subclass")
     return sorted(found, key=lambda c: inspect.getsourcelines(c)[1])

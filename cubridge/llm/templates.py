@@ -1,7 +1,9 @@
-"""Prompt templates: markdown files in cubridge/llm/prompts/, with `{{name}}`
-placeholders. Substitution is strict and single-pass: a placeholder without a
-value and a value without a placeholder are both errors, and substituted text
-is never scanned again (kernel source full of braces is safe)."""
+"""Prompt templates: markdown files in a package's `prompts/` folder
+(cubridge/llm/prompts/ by default; the LLM path keeps its stages' prompts in
+cubridge/llm_path/prompts/), with `{{name}}` placeholders. Substitution is
+strict and single-pass: a placeholder without a value and a value without a
+placeholder are both errors, and substituted text is never scanned again (kernel
+source full of braces is safe)."""
 
 from __future__ import annotations
 
@@ -14,19 +16,23 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _NAME = re.compile(r"^[a-z0-9_]+$")
 
 
-def template_names() -> list[str]:
-    folder = resources.files("cubridge.llm") / "prompts"
+DEFAULT_PACKAGE = "cubridge.llm"
+
+
+def template_names(package: str = DEFAULT_PACKAGE) -> list[str]:
+    folder = resources.files(package) / "prompts"
     return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".md"))
 
 
-def load_template(name: str) -> str:
+def load_template(name: str, package: str = DEFAULT_PACKAGE) -> str:
     if not _NAME.match(name):
         raise TemplateError(f"template name {name!r} must be lower-case letters, digits and '_'")
-    path = resources.files("cubridge.llm") / "prompts" / f"{name}.md"
+    path = resources.files(package) / "prompts" / f"{name}.md"
     if not path.is_file():
+        folder = package.replace(".", "/")
         raise TemplateError(
-            f"no prompt template {name!r} (cubridge/llm/prompts/{name}.md); "
-            f"available: {', '.join(template_names())}"
+            f"no prompt template {name!r} ({folder}/prompts/{name}.md); "
+            f"available: {', '.join(template_names(package))}"
         )
     return path.read_text()
 
@@ -57,6 +63,6 @@ def substitute(text: str, variables: dict[str, str], *, name: str = "<template>"
     return result
 
 
-def render(name: str, **variables: str) -> str:
-    """The template `name` with its placeholders filled."""
-    return substitute(load_template(name), variables, name=name)
+def render(name: str, package: str = DEFAULT_PACKAGE, **variables: str) -> str:
+    """The template `name` (of `package`'s prompts/) with its placeholders filled."""
+    return substitute(load_template(name, package), variables, name=name)

@@ -25,11 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", action="store_true",
                    help="verify the target CuIR against the spec with the executor (CPU)")
     p.add_argument("--print", dest="show", action="store_true", help="also print the header")
+    p.add_argument("--kernel", help="library kernel (default: selected for the spec)")
+    p.add_argument("--arch", help="target arch for the kernel selection (default sm_90a)")
     p.set_defaults(func=_hooks)
 
 
 def _hooks(args: argparse.Namespace) -> int:
-    from cubridge.kernels.fa_sm80.cuir import FaSm80
+    from cubridge.kernels import select_for_spec
     from cubridge.lower.hook_header import generate_header
     from cubridge.spec import SpecError, load
     from cubridge.transfer.hooks import plan_hooks
@@ -40,8 +42,9 @@ def _hooks(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         spec = load(args.spec)
-        plan = plan_hooks(spec)
-    except (SpecError, TraceError) as exc:
+        kernel = select_for_spec(spec, args.arch or "sm_90a", args.kernel)
+        plan = plan_hooks(spec, table_block=kernel.table_block(spec.configs[0].d))
+    except (SpecError, TraceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = Path(args.out or f"hooks-{spec.name}")
@@ -51,17 +54,19 @@ def _hooks(args: argparse.Namespace) -> int:
     (out / "aux_manifest.json").write_text(json.dumps(header.manifest(), indent=1) + "\n")
     if args.verify:
         try:
-            result = transfer_by_rules(spec, FaSm80, out_dir=out)
+            result = transfer_by_rules(spec, kernel.cuir_class(), out_dir=out, plan=plan,
+                                       config=kernel.cuir_config(spec.configs[0].d))
         except NotHookConfined as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         print(result.summary())
     else:
-        write_target(plan, FaSm80, out / "target_cuir.py")
+        write_target(plan, kernel.cuir_class(), out / "target_cuir.py")
     hooks = [n for n, on in (("score_mod", plan.score), ("mask_mod", plan.mask)) if on]
-    print(f"hooks: {spec.name}: {', '.join(hooks) or 'no mods'}, {plan.normalizer}, blocks by "
-          f"{plan.classification}, {len(header.slots)} aux slot(s) -> {out}/cubridge_hooks.cuh, "
-          f"aux_manifest.json, target_cuir.py ({time.perf_counter() - start:.1f}s)")
+    print(f"hooks: {spec.name} on {kernel.name}: {', '.join(hooks) or 'no mods'}, "
+          f"{plan.normalizer}, blocks by {plan.classification}, {len(header.slots)} aux "
+          f"slot(s) -> {out}/cubridge_hooks.cuh, aux_manifest.json, target_cuir.py "
+          f"({time.perf_counter() - start:.1f}s)")
     if args.show:
         print(header.text)
     return 0

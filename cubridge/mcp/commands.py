@@ -16,5 +16,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from cubridge.mcp.protocol import serve
+    from cubridge.mcp.tools import TOOLS
 
-    return serve()
+    return serve(TOOLS)

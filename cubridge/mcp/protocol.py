@@ -99,12 +99,11 @@ def _error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
 
 
-def serve(tools: Mapping[str, Any] | None = None, stdin: IO[str] | None = None,
+def serve(tools: Mapping[str, Any], stdin: IO[str] | None = None,
           stdout: IO[str] | None = None, log: Callable[[str], None] | None = None) -> int:
-    """Serve until stdin closes. Logs go to stderr (stdout is the protocol)."""
-    from cubridge.mcp.tools import TOOLS
-
-    server = Server(TOOLS if tools is None else tools)
+    """Serve `tools` (name -> Tool) until stdin closes. Logs go to stderr
+    (stdout is the protocol)."""
+    server = Server(tools)
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))

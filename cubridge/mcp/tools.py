@@ -40,44 +40,55 @@ def _file(path: str, what: str) -> Path:
 
 
 def _settings(seed: int | None = None, sizes: list[list[int]] | None = None):  # noqa: ANN202
-    from cubridge.stages.settings import IR_SIZES, StageSettings
+    from cubridge.llm_path.settings import IR_SIZES, StageSettings
 
     if sizes is not None and not all(len(s) == 3 and all(x > 0 for x in s) for s in sizes):
         raise ToolError(f"sizes must be a list of [batch, seqlen_q, seqlen_k], got {sizes}")
     return StageSettings(seed=seed, ir_sizes=tuple(tuple(s) for s in sizes) if sizes else IR_SIZES)
 
 
+def _kernel(name: str | None, spec: Any = None) -> Any:
+    """The library entry: by name, else the one selected for the spec (or the library's first)."""
+    from cubridge.kernels import select_for_spec, select_kernel
+
+    try:
+        if spec is not None:
+            return select_for_spec(spec, None, name)
+        return select_kernel(kernel=name)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+
+
 def list_kernels() -> str:
-    from cubridge.kernels import list_kernels as names
-    from cubridge.kernels import load_metadata
-    from cubridge.stages.library import library_kernel
+    from cubridge.kernels import list_kernels as entries
 
     out = []
-    for name in names():
-        meta, lib = load_metadata(name), library_kernel(name)
-        out.append({"name": name, "description": meta.description, "cuda": str(lib.cuda),
-                    "cuir": str(lib.cuir), "spec": str(lib.spec), "entry": meta.entry,
+    for kernel in entries():
+        meta = kernel.metadata
+        out.append({"name": kernel.name, "description": meta.description,
+                    "cuda": str(kernel.source), "cuir": str(kernel.cuir_path),
+                    "spec": str(kernel.spec_path), "entry": meta.entry,
                     "head_dims": list(meta.head_dims), "archs": list(meta.archs),
                     "dtypes": [str(d).removeprefix("torch.") for d in meta.dtypes]})
     return json.dumps(out, indent=1)
 
 
 def show_ir(path: str | None = None, kernel: str | None = None) -> str:
-    from cubridge.stages.library import library_kernel
-    from cubridge.stages.lower_llm import describe_target
+    from cubridge.llm_path.lower import describe_target
 
     if (path is None) == (kernel is None):
         raise ToolError("give exactly one of path (a CuIR file) or kernel (a library kernel)")
+    lib = _kernel(kernel)
     if kernel is not None:
-        path = str(library_kernel(kernel).cuir)
-    described = describe_target(_file(path, "CuIR file"), library_kernel("fa_sm80"), _settings())
+        path = str(lib.cuir_path)
+    described = describe_target(_file(path, "CuIR file"), lib, _settings())
     return described["outline"]
 
 
 def verify_ir(path: str, spec: str, sizes: list[list[int]] | None = None,
               seed: int | None = None) -> str:
     from cubridge.llm.loop import Rejected
-    from cubridge.stages.programs import verify_ir_source
+    from cubridge.llm_path.programs import verify_ir_source
 
     source = _file(path, "CuIR file").read_text()
     try:
@@ -89,80 +100,88 @@ def verify_ir(path: str, spec: str, sizes: list[list[int]] | None = None,
     return program.table
 
 
-def diff_ir(path: str, kernel: str = "fa_sm80") -> str:
-    from cubridge.stages.library import library_kernel
-    from cubridge.stages.lower_llm import describe_target
+def diff_ir(path: str, kernel: str | None = None) -> str:
+    from cubridge.llm_path.lower import describe_target
 
-    lib = library_kernel(kernel)
+    lib = _kernel(kernel)
     target = _file(path, "CuIR file")
     described = describe_target(target, lib, _settings())
     text = "".join(difflib.unified_diff(
-        lib.cuir.read_text().splitlines(keepends=True), target.read_text().splitlines(True),
-        fromfile=f"{kernel}/cuir.py", tofile=str(target)))
+        lib.cuir_path.read_text().splitlines(keepends=True), target.read_text().splitlines(True),
+        fromfile=f"{lib.name}/{lib.cuir_path.name}", tofile=str(target)))
     return f"{described['diff']}\n\n{text}"
 
 
 def lower(out: str, spec: str | None = None, edits: str | None = None,
-          kernel: str = "fa_sm80") -> str:
+          kernel: str | None = None) -> str:
     """Hook codegen for a spec whose change stays in the hooks; or the kernel's
     CUDA with edit actions applied (the agent's own lowering)."""
     from cubridge.llm import EditError, ReplyParseError, apply_edits, parse_edits
-    from cubridge.stages.library import library_kernel
 
     target = Path(out)
     if edits is not None:
+        lib = _kernel(kernel)
         try:
             actions = parse_edits(edits)
             if not actions:
                 raise ToolError("edits holds no edit actions (see the edit action format)")
-            text = apply_edits(library_kernel(kernel).cuda.read_text(), actions)
+            text = apply_edits(lib.source.read_text(), actions)
         except (ReplyParseError, EditError) as exc:
             raise ToolError(str(exc)) from None
         target.write_text(text)
-        return f"{len(actions)} edit action(s) applied to {kernel}'s CUDA -> {target}"
+        return f"{len(actions)} edit action(s) applied to {lib.name}'s CUDA -> {target}"
     if spec is None:
         raise ToolError("give spec (hook codegen) or edits (edit actions on the CUDA source)")
     from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
     from cubridge.spec import load
-    from cubridge.stages.route import choose_path
-    from cubridge.transfer.hooks import plan_hooks
 
     loaded = load(_file(spec, "spec"))
-    choice = choose_path(loaded, kernel)
-    if choice.path != "rules":
-        raise ToolError(f"no hook lowering for this spec: {choice.reason}; lower it with edit "
+    route = choose_path(loaded, _kernel(kernel, loaded))
+    if route.path != "rules" or route.plan is None:
+        raise ToolError(f"no hook lowering for this spec: {route.reason}; lower it with edit "
                         "actions on the CUDA source (argument edits)")
-    header = generate_header(plan_hooks(loaded))
+    header = generate_header(route.plan)
     target.write_text(header.text)
     return f"hook header for {loaded.name} -> {target} ({len(header.slots)} aux slot(s))"
 
 
-def _builds(spec: str, config: dict[str, Any] | None):  # noqa: ANN202
+def _builds(spec: str, kernel: str | None, config: dict[str, Any] | None):  # noqa: ANN202
+    from cubridge.llm_path.lower import builds_for
     from cubridge.spec import load
-    from cubridge.stages.lower_llm import builds_for
 
     loaded = load(_file(spec, "spec"))
-    return loaded, builds_for(loaded, config or {})
+    lib = _kernel(kernel, loaded)
+    return loaded, lib, builds_for(loaded, lib, config or {})
 
 
 def compile_cuda(source: str, arch: str = "sm_90a", spec: str | None = None,
-                 config: dict[str, Any] | None = None, hooks_header: str | None = None) -> str:
+                 config: dict[str, Any] | None = None, hooks_header: str | None = None,
+                 kernel: str | None = None) -> str:
     from cubridge.build import BuildPartError, CompileError
     from cubridge.build import compile_cuda as nvcc
 
     src = _file(source, "CUDA source")
     header = _file(hooks_header, "hooks header").read_text() if hooks_header else None
-    builds = _builds(spec, config)[1] if spec else [None]
     lines = []
-    for build in builds:
-        defines = build.defines if build else {}
+    if spec is None:
+        jobs = [({}, lambda: nvcc(src, arch=arch, hooks_header=header))]
+    else:
+        loaded, lib, builds = _builds(spec, kernel, config)
+        dtype = loaded.dtypes[0]
+        jobs = [(lib.compile_defines(b.head_dim, dtype, lib.build_config(b), causal=b.causal,
+                                     head_dim_v=b.head_dim_v),
+                 lambda b=b: lib.compile_build(b, dtype, arch, hooks_header=header,
+                                               source=src.read_text()))
+                for b in builds]
+    for defines, job in jobs:
         try:
-            ck = nvcc(src, arch=arch, defines=defines, hooks_header=header)
+            ck = job()
         except CompileError as exc:
             diags = "\n".join(f"{Path(f).name}:{ln}: {sev}: {msg}"
                               for f, ln, sev, msg in exc.diagnostics[:20])
             raise ToolError(f"nvcc failed ({defines}):\n{diags or exc}") from None
-        except BuildPartError as exc:
+        except (BuildPartError, ValueError, TypeError) as exc:
             raise ToolError(str(exc)) from None
         res = [r.to_json() for r in ck.resources.values()]
         lines.append(json.dumps({"defines": defines, "cubin": str(ck.cubin_path),
@@ -179,66 +198,66 @@ def _require_gpu() -> None:
 
 
 def verify_gpu(source: str, spec: str, arch: str | None = None,
-               config: dict[str, Any] | None = None, entry: str = "fa_sm80_fwd") -> str:
+               config: dict[str, Any] | None = None, kernel: str | None = None) -> str:
     _require_gpu()
     import torch
 
-    from cubridge.build import compile_cuda as nvcc
     from cubridge.build.driver import device_arch
     from cubridge.llm.loop import Rejected
-    from cubridge.stages.lower_llm import gpu_verifier
+    from cubridge.llm_path.lower import gpu_verifier
 
-    loaded, builds = _builds(spec, config)
+    loaded, lib, builds = _builds(spec, kernel, config)
     arch = arch or device_arch(torch.device("cuda"))
-    compiled = [(b, nvcc(_file(source, "CUDA source"), arch=arch, defines=b.defines))
-                for b in builds]
+    dtype = loaded.dtypes[0]
+    text = _file(source, "CUDA source").read_text()
+    compiled = [(b, lib.compile_build(b, dtype, arch, source=text)) for b in builds]
     try:
-        return gpu_verifier(loaded, _settings())(entry, compiled)
+        return gpu_verifier(loaded, lib, dtype, _settings())(compiled)
     except Rejected as exc:
         raise ToolError(str(exc)) from None
 
 
 def benchmark(source: str, spec: str, seq_len: int = 4096, config: dict[str, Any] | None = None,
-              entry: str = "fa_sm80_fwd") -> str:
+              kernel: str | None = None) -> str:
     _require_gpu()
     import functools
-    import math
 
     import torch
 
-    from cubridge.attention import Shape, attention_flops
+    from cubridge.attention import Shape, attention_flops, default_scale
     from cubridge.bench.timing import TimingSettings, gpu_timer
-    from cubridge.build import compile_cuda as nvcc
-    from cubridge.build.attention_op import AttentionKernel
     from cubridge.build.driver import device_arch
 
-    loaded, builds = _builds(spec, config)
+    loaded, lib, builds = _builds(spec, kernel, config)
     timer, how = gpu_timer(TimingSettings())
     arch = device_arch(torch.device("cuda"))
+    dtype = loaded.dtypes[0]
+    text = _file(source, "CUDA source").read_text()
     rows = []
     for cfg in loaded.configs:
-        build = next(b for b in builds if (b.head_dim, b.head_dim_v) == (cfg.d, cfg.head_dim_v))
-        kernel = AttentionKernel(nvcc(_file(source, "CUDA source"), arch=arch,
-                                      defines=build.defines), entry, cfg.d, build.dtype)
+        build = next(b for b in builds if b.dims == (cfg.d, cfg.head_dim_v))
+        runnable = lib.attention_kernel(lib.compile_build(build, dtype, arch, source=text),
+                                        cfg.d, dtype)
         shape = Shape.from_config(cfg, b=1, sq=seq_len)
-        q = torch.randn(1, cfg.hq, seq_len, cfg.d, device="cuda", dtype=build.dtype)
-        k = torch.randn(1, cfg.hk, seq_len, cfg.d, device="cuda", dtype=build.dtype)
-        v = torch.randn(1, cfg.hk, seq_len, cfg.head_dim_v, device="cuda", dtype=build.dtype)
+        q = torch.randn(1, cfg.hq, seq_len, cfg.d, device="cuda", dtype=dtype)
+        k = torch.randn(1, cfg.hk, seq_len, cfg.d, device="cuda", dtype=dtype)
+        v = torch.randn(1, cfg.hk, seq_len, cfg.head_dim_v, device="cuda", dtype=dtype)
         gen = torch.Generator().manual_seed(0)
         aux = list((loaded.make_aux(shape, gen, torch.device("cuda")) or {}).values()) \
             if loaded.make_aux else []
-        out = torch.empty(1, cfg.hq, seq_len, cfg.head_dim_v, device="cuda", dtype=build.dtype)
+        out = torch.empty(1, cfg.hq, seq_len, cfg.head_dim_v, device="cuda", dtype=dtype)
         lse = torch.empty(1, cfg.hq, seq_len, device="cuda", dtype=torch.float32)
-        ms = timer(functools.partial(kernel.run, q, k, v, 1 / math.sqrt(cfg.d), aux, out, lse))
+        ms = timer(functools.partial(runnable.run, q, k, v, default_scale(cfg.d), aux, out, lse))
         pairs = seq_len * seq_len  # every pair: causal variants count half below
-        if build.defines.get("CUBRIDGE_CAUSAL"):
+        if build.causal:
             pairs = seq_len * (seq_len + 1) // 2
         tflops = attention_flops(pairs, cfg.hq, cfg.d, cfg.head_dim_v) / (ms * 1e-3) / 1e12
         rows.append(f"{cfg.name} S={seq_len}: {ms:.3f} ms, {tflops:.0f} TFLOP/s")
     return f"{torch.cuda.get_device_name()} ({how}):\n" + "\n".join(rows)
 
 
-_CONFIG = ("object", "tile config of the build: block_m, block_n, num_warps, causal")
+_CONFIG = ("object", "tile config of the build (the kernel's config fields, causal)")
+_KERNEL = ("string", "library kernel the source edits (default: selected for the spec)")
 
 TOOLS: dict[str, Tool] = {
     "list_kernels": Tool("The expert kernel library: each kernel's CUDA source, CuIR program, "
@@ -256,29 +275,32 @@ TOOLS: dict[str, Tool] = {
     "diff_ir": Tool("Structural and text diff of a library kernel's CuIR -> a CuIR file; says "
                     "whether the change stays inside the hooks.",
                     _schema(["path"], path=("string", "the target CuIR file"),
-                            kernel=("string", "library kernel (default fa_sm80)")), diff_ir),
+                            kernel=("string", "library kernel (default: the selected one)")),
+                    diff_ir),
     "lower": Tool("Lower to CUDA: the hook header for a spec whose change stays in the hooks, "
                   "or the kernel's CUDA with edit actions (@@@ replace/insert/delete) applied.",
                   _schema(["out"], out=("string", "file to write"),
                           spec=("string", "spec file (hook codegen)"),
                           edits=("string", "edit actions against the numbered CUDA source"),
-                          kernel=("string", "library kernel (default fa_sm80)")), lower),
+                          kernel=("string", "library kernel (default: selected for the spec)")),
+                  lower),
     "compile": Tool("Compile a CUDA source with nvcc (one build per head-dim pair of spec); "
                     "returns cubin and register/spill report, or the diagnostics.",
                     _schema(["source"], source=("string", ".cu file"),
                             arch=("string", "sm_80 | sm_90a (default sm_90a)"),
                             spec=("string", "spec file: head dims and dtype of the builds"),
-                            config=_CONFIG, hooks_header=("string", "hooks header file")),
+                            config=_CONFIG, hooks_header=("string", "hooks header file"),
+                            kernel=("string", "library kernel (with spec)")),
                     compile_cuda),
     "verify_gpu": Tool("Compile, launch on the GPU and verify against the spec (needs a GPU).",
                        _schema(["source", "spec"], source=("string", ".cu file"),
                                spec=("string", "spec file"), arch=("string", "default: GPU's"),
-                               config=_CONFIG, entry=("string", "kernel entry point")),
+                               config=_CONFIG, kernel=_KERNEL),
                        verify_gpu),
     "benchmark": Tool("Time the compiled kernel on the GPU per head config of the spec "
                       "(needs a GPU).",
                       _schema(["source", "spec"], source=("string", ".cu file"),
                               spec=("string", "spec file"), seq_len=("integer", "default 4096"),
-                              config=_CONFIG, entry=("string", "kernel entry point")),
+                              config=_CONFIG, kernel=_KERNEL),
                       benchmark),
 }

@@ -1,41 +1,81 @@
-"""`cubridge run`: from a spec to a verified, benchmarked kernel, on the
-deterministic path (the variant's change stays inside the hook points).
+"""`cubridge run`: from a spec to a verified, benchmarked kernel.
 
-Stages, each writing its artifacts into the run directory and printing one
-line (RunDir.stage): load -> transfer -> verify-ir -> lower -> compile ->
-verify-gpu -> bench -> report. A stage whose inputs are unchanged is reused
-from the manifest, so a repeated run is nearly instant. Without nvcc the run
-stops after lowering, without a GPU after compiling, each time saying so.
+The run checks the spec first (`cubridge spec check`: its mods against its
+reference, up to lengths past twice its largest integer constant; a bad spec
+is blamed with its file:line before any stage), picks a library entry
+(`select_kernel`, or `--kernel`), decides the path once (`pipeline.route`:
+the deterministic hook rules when the variant's change stays inside the
+entry's hook points, the LLM stages otherwise) and runs the stages, each
+writing its artifacts into the run directory and printing one line
+(RunDir.stage):
+
+    check -> load -> route -> transfer -> [verify-ir] -> lower -> compile -> verify-gpu -> bench
+
+Both paths write the same artifacts (cubridge.rundir names them) and end in
+one `CompiledVariant`. A stage whose inputs are unchanged is reused from the
+manifest, so a repeated run is nearly instant. Without nvcc the run stops
+after the target CuIR (LLM path) or lowering (rules), without a GPU after
+compiling, each time saying so.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import shlex
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from cubridge.attention import Shape
+from cubridge.bench.ours import external_impl
+from cubridge.bench.peers import PEERS, peer_impls
+from cubridge.bench.report import collect_metadata, markdown_table, write_reports
+from cubridge.bench.runner import OK, BenchConfig, run_bench
+from cubridge.bench.timing import TimingSettings, gpu_timer
+from cubridge.build.compile import DEFAULT_HOOKS_DIR
+from cubridge.build.driver import device_arch
+from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
-from cubridge.pipeline.lowered import LoweredKernel
-from cubridge.pipeline.rundir import RunDir, StageRecord, content_hash
-from cubridge.pipeline.variant import VariantKernel
+from cubridge.ir import attention_fn
+from cubridge.kernels import LibraryKernel, select_for_spec
+from cubridge.llm import LLMClient, LLMConfig, LLMError, load_config
+from cubridge.llm_path import StageFailed, StageSettings
+from cubridge.llm_path import lower as llm_lower
+from cubridge.llm_path import transfer as llm_transfer
+from cubridge.lower.hook_header import generate_header
+from cubridge.pipeline.route import Route, choose_path
+from cubridge.pipeline.variant import CompiledVariant, rules_variant
+from cubridge.rundir import (
+    AUX_MANIFEST_FILE,
+    HOOKS_FILE,
+    KERNEL_MODULE,
+    LOWER_FILE,
+    PLAN_FILE,
+    SOURCE_FILE,
+    SPEC_CHECK_FILE,
+    SPEC_FILE,
+    TARGET_FILE,
+    RunDir,
+    StageRecord,
+    content_hash,
+)
+from cubridge.spec.check import check_digest, check_spec
+from cubridge.spec.lengths import long_check_shapes
+from cubridge.spec.loader import load, read_spec_source
 from cubridge.spec.model import Spec
-
-if TYPE_CHECKING:
-    from cubridge.kernels import KernelMetadata
-    from cubridge.llm import LLMConfig
-    from cubridge.lower.hook_header import HookHeader
-    from cubridge.verify import VerifyReport
+from cubridge.spec.shapes import shapes_for, verification_shapes
+from cubridge.transfer.target import load_target, write_target
+from cubridge.verify import VerifyReport, verify
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-# Code whose change invalidates cached stages (the generators and the kernel).
-_GENERATOR_DIRS = ("transfer", "lower", "ir", "kernels/fa_sm80", "kernels/common")
+# Code whose change invalidates cached stages (the generators; the kernel's own
+# directory is added per run).
+_GENERATOR_DIRS = ("transfer", "lower", "ir", "kernels/common")
+DEFAULT_ARCH = "sm_90a"  # compile target without a GPU
 
 MODULE_TEMPLATE = '''"""The compiled kernel of spec {name!r}, made by `cubridge run` (do not edit).
 
@@ -45,7 +85,7 @@ MODULE_TEMPLATE = '''"""The compiled kernel of spec {name!r}, made by `cubridge 
 
 from pathlib import Path
 
-from cubridge.pipeline.run import load_variant
+from cubridge.pipeline.variant import load_variant
 
 _KERNEL = load_variant(Path(__file__).resolve().parent)
 
@@ -56,8 +96,8 @@ def attention(q, k, v, scale=None, **aux):
 
 
 class StopRun(Exception):
-    """The run cannot go further on this machine (no nvcc, no GPU); what was
-    produced so far stays in the run directory."""
+    """The run cannot go further on this machine (no nvcc, no GPU, an LLM
+    budget); what was produced so far stays in the run directory."""
 
 
 class VerificationFailed(Exception):
@@ -66,7 +106,7 @@ class VerificationFailed(Exception):
 
 @dataclass
 class RunOptions:
-    kernel: str = "fa_sm80"
+    kernel: str | LibraryKernel | None = None  # default: select_kernel for the spec
     out: Path | None = None  # default: runs/<spec>-<hash>
     arch: str | None = None  # default: the GPU's, else sm_90a
     ir_trials: int = 1
@@ -77,7 +117,8 @@ class RunOptions:
     bench_peers: Sequence[str] | None = None  # default: every peer
     seed: int | None = None
     log: Callable[[str], None] | None = None
-    llm_config: LLMConfig | None = None  # the LLM path's; None: environment and config file
+    llm_config: LLMConfig | None = None  # LLM path; default: environment and config file
+    llm_settings: StageSettings | None = None
 
 
 @dataclass
@@ -85,20 +126,40 @@ class RunResult:
     run_dir: Path
     stages: dict[str, StageRecord] = field(default_factory=dict)
     stopped: str = ""  # why the run ended early, if it did
-    kernel: VariantKernel | LoweredKernel | None = None
+    kernel: CompiledVariant | None = None
+    route: Route | None = None
 
 
-def _generator_digest() -> str:
+@dataclass
+class _Run:
+    """What every stage of one run reads."""
+
+    spec: Spec
+    spec_path: Path
+    spec_text: str
+    kernel: LibraryKernel
+    arch: str
+    run_dir: RunDir
+    base: str  # content hash of the spec, the generators and the kernel
+    opts: RunOptions
+
+
+def _generator_digest(kernel: LibraryKernel) -> str:
     parts: list[bytes] = []
-    for d in _GENERATOR_DIRS:
-        for p in sorted((PACKAGE_DIR / d).rglob("*")):
+    for root in [*(PACKAGE_DIR / d for d in _GENERATOR_DIRS), kernel.directory]:
+        for p in sorted(root.rglob("*")):
             if p.is_file() and p.suffix in (".py", ".cu", ".cuh", ".json"):
-                parts += [str(p.relative_to(PACKAGE_DIR)).encode(), p.read_bytes()]
+                parts += [p.name.encode(), p.read_bytes()]
     return content_hash(*parts)
 
 
-def default_run_dir(spec: Spec, spec_text: str) -> Path:
-    return Path("runs") / f"{spec.name}-{content_hash(spec_text, _generator_digest())[:10]}"
+def target_arch(arch: str | None) -> str:
+    """The arch to compile for: the given one, the GPU's, else sm_90a."""
+    if arch:
+        return arch
+    if torch.cuda.is_available():
+        return device_arch(torch.device("cuda"))
+    return DEFAULT_ARCH
 
 
 def _head_dims(spec: Spec) -> list[int]:
@@ -108,10 +169,7 @@ def _head_dims(spec: Spec) -> list[int]:
 def _ir_shapes(spec: Spec) -> list[Shape]:
     """Shapes for the executor (CPU): tails on both sides, Sq != Sk, the spec's
     GQA ratios with few heads, and the spec check's long case (past twice the
-    spec's largest constant)."""
-    from cubridge.spec.lengths import long_check_shapes
-    from cubridge.spec.shapes import shapes_for
-
+    spec's largest integer constant; cubridge.spec.lengths)."""
     small = shapes_for(spec.configs, ((1, 65, 129), (2, 200, 127), (1, 1, 70)))
     return [*small, *long_check_shapes(spec.configs, spec)]
 
@@ -119,230 +177,123 @@ def _ir_shapes(spec: Spec) -> list[Shape]:
 def _gpu_shapes(spec: Spec) -> list[Shape]:
     """The verifier's default sweep plus real head configs at lengths that are
     not tile multiples."""
-    from cubridge.spec.shapes import verification_shapes
-
     big = [Shape.from_config(cfg, b=2, sq=1000, sk=1000) for cfg in spec.configs]
     big += [Shape.from_config(spec.configs[0], b=1, sq=2100, sk=3000)]
     return [*verification_shapes(spec.configs), *big]
 
 
-def load_variant(run_dir: Path) -> VariantKernel | LoweredKernel:
-    """The kernel of a finished run directory (used by its kernel.py): the
-    hook path's VariantKernel, or the LLM path's LoweredKernel."""
-    from cubridge.lower.hook_header import generate_header
-    from cubridge.spec import load
-    from cubridge.transfer.hooks import plan_hooks
-
-    run_dir = Path(run_dir)
-    spec = load(run_dir / "spec.py")
-    if (run_dir / "lower.json").is_file():
-        return LoweredKernel(spec, run_dir)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    kernel = manifest["stages"]["lower"]["data"]["kernel"]
-    # The header that was compiled and verified is the one on disk; the aux
-    # slots must still be the ones this version of cubridge would pack.
-    header = generate_header(plan_hooks(spec))
-    saved_manifest = json.loads((run_dir / "aux_manifest.json").read_text())
-    if {k: v for k, v in header.manifest().items() if k != "spec"} != \
-            {k: v for k, v in saved_manifest.items() if k != "spec"}:
-        raise RuntimeError(f"{run_dir}: its aux slots differ from what this version of "
-                           "cubridge packs for spec.py; rerun `cubridge run`")
-    header = dataclasses.replace(header, text=(run_dir / "cubridge_hooks.cuh").read_text())
-    return VariantKernel(spec, header, kernel)
+def _start(spec_path: str | Path, opts: RunOptions, *, check: bool = False
+           ) -> tuple[_Run, Route]:
+    """Load the spec, open the run directory, run the spec check (`check`),
+    pick the kernel and the path."""
+    spec_path = Path(spec_path)
+    spec = load(spec_path)  # raises SpecError with file:line for a bad spec
+    spec_text = read_spec_source(spec_path)
+    arch = target_arch(opts.arch)
+    kernel = select_for_spec(spec, arch, opts.kernel)
+    digest = _generator_digest(kernel)
+    out = opts.out or Path("runs") / f"{spec.name}-{content_hash(spec_text, digest)[:10]}"
+    run_dir = RunDir(out, log=opts.log)
+    ctx = _Run(spec, spec_path, spec_text, kernel, arch, run_dir,
+               content_hash(spec_text, digest, kernel.name), opts)
+    if check:
+        _spec_check(ctx)  # a bad spec is blamed (file:line) before any stage
+    route = choose_path(spec, kernel)  # the run's one tracing of the spec's mods
+    _load_and_route(ctx, route)
+    return ctx, route
 
 
 def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     """Run the whole pipeline for one spec file; see the module docstring."""
-    from cubridge.spec import load
-    from cubridge.spec.loader import read_spec_source
-
     opts = options or RunOptions()
-    spec_path = Path(spec_path)
-    spec = load(spec_path)  # raises SpecError with file:line for a bad spec
-    spec_text = read_spec_source(spec_path)
-    run_dir = RunDir(opts.out or default_run_dir(spec, spec_text), log=opts.log)
-    result = RunResult(run_dir.path)
-    base = content_hash(spec_text, _generator_digest(), opts.kernel)
+    ctx, route = _start(spec_path, opts, check=True)
+    result = RunResult(ctx.run_dir.path, route=route)
     try:
-        _spec_check(spec, spec_text, run_dir)  # a bad spec is blamed before any stage
-        if not _took_llm_path(spec, spec_path, run_dir, opts, result):
-            _stages(spec, spec_path, spec_text, run_dir, base, opts, result)
+        variant = _rules_path(ctx, route) if route.path == "rules" else _llm_path(ctx)
+        result.kernel = variant
+        _compile(ctx, variant)
+        _verify_gpu(ctx, variant)
+        if opts.bench:
+            _bench(ctx, variant)
     except StopRun as stop:
         result.stopped = str(stop)
-        run_dir.log(f"stopped: {stop}")
-    result.stages = dict(run_dir.stages)
-    _write_report(spec, run_dir, result)
+        ctx.run_dir.log(f"stopped: {stop}")
+    result.stages = dict(ctx.run_dir.stages)
+    _write_report(ctx, result)
     return result
 
 
-def _spec_check(spec: Spec, spec_text: str, run_dir: RunDir) -> None:
+def transfer_only(spec_path: str | Path, options: RunOptions | None = None) -> Path:
+    """`cubridge transfer`: the target CuIR of a spec, verified, by the rules when
+    the change stays in the hooks, else by the LLM; returns its path."""
+    opts = options or RunOptions()
+    ctx, route = _start(spec_path, opts)
+    if route.path == "rules":
+        target = _rules_transfer(ctx, route)
+        _verify_ir(ctx, target)
+    else:  # LLM errors (budget, no candidate passed) reach the caller as they are
+        llm_transfer.transfer(ctx.spec_path, _llm_client(ctx, "transfer"), ctx.run_dir,
+                              opts.llm_settings or StageSettings(), kernel=ctx.kernel)
+    return ctx.run_dir.file(TARGET_FILE)
+
+
+# -- the stages both paths share ----------------------------------------------------------------
+
+def _spec_check(ctx: _Run) -> None:
     """`cubridge spec check` as the first stage: mods that disagree with the
-    reference, or raise, fail here with the spec's file:line."""
-    from cubridge.spec.check import check_digest, check_spec
+    reference (up to the long case), or raise, fail here with the spec's
+    file:line (SpecError), not later in the target CuIR."""
+    run_dir = ctx.run_dir
 
     def body(rec: StageRecord) -> None:
-        summary = check_spec(spec)
-        run_dir.write("spec_check.txt", "\n".join(summary.lines()) + "\n")
-        rec.artifacts.append("spec_check.txt")
+        summary = check_spec(ctx.spec)
+        run_dir.write(SPEC_CHECK_FILE, "\n".join(summary.lines()) + "\n")
+        rec.artifacts.append(SPEC_CHECK_FILE)
         rec.summary = f"spec check: {summary.brief()}"
 
-    run_dir.run_stage("check", content_hash(spec_text, check_digest()), body)
+    run_dir.run_stage("check", content_hash(ctx.spec_text, check_digest()), body)
 
 
-# -- the LLM path (cubridge.stages, issue 6): taken when the change leaves the hooks ----------
-
-def _took_llm_path(spec: Spec, spec_path: Path, run_dir: RunDir, opts: RunOptions,
-                   result: RunResult) -> bool:
-    """Say which path the run takes and why; on the LLM path run its stages
-    (cubridge.stages.llm_run) and return True."""
-    from cubridge.llm import LLMError
-    from cubridge.stages import StageFailed
-    from cubridge.stages.llm_run import run_llm_path
-    from cubridge.stages.route import choose_path
-
-    choice = choose_path(spec, opts.kernel)
-    run_dir.log(f"[path] {choice}")
-    if choice.path == "rules":
-        return False
-    try:
-        stopped = run_llm_path(spec_path, run_dir, kernel=opts.kernel, arch=opts.arch,
-                               config=opts.llm_config)
-    except StageFailed as exc:
-        raise VerificationFailed(str(exc)) from exc
-    except LLMError as exc:  # budget, provider: the run directory stays resumable
-        raise StopRun(f"LLM stage stopped ({type(exc).__name__}: {exc}); rerun to resume "
-                      "from the cached exchanges") from exc
-    if stopped:
-        raise StopRun(stopped)
-    run_dir.write("kernel.py", MODULE_TEMPLATE.format(name=spec.name))
-    result.kernel = LoweredKernel(spec, run_dir.path)
-    if opts.bench:
-        _bench(spec, run_dir, content_hash(spec_path.read_text(), "llm", opts.kernel), opts)
-    return True
-
-
-def _stages(spec: Spec, spec_path: Path, spec_text: str, run_dir: RunDir, base: str,
-            opts: RunOptions, result: RunResult) -> None:
-    from cubridge.kernels import load_metadata
-
-    meta = load_metadata(opts.kernel)
+def _load_and_route(ctx: _Run, route: Route) -> None:
+    spec, run_dir = ctx.spec, ctx.run_dir
 
     def load_stage(rec: StageRecord) -> None:
-        run_dir.write("spec.py", spec_text)
-        rec.artifacts.append("spec.py")
+        run_dir.write(SPEC_FILE, ctx.spec_text)
+        rec.artifacts.append(SPEC_FILE)
         rec.summary = (f"spec {spec.name!r}: {spec.normalizer}, "
                        f"{'score_mod ' if spec.score_mod else ''}"
                        f"{'mask_mod ' if spec.mask_mod else ''}"
                        f"configs {[c.name for c in spec.configs]}, dtypes "
                        f"{[str(d).removeprefix('torch.') for d in spec.dtypes]}")
-        bad = [d for d in _head_dims(spec) if d not in meta.head_dims]
-        if bad:
-            raise ValueError(f"spec {spec.name}: head dims {bad} are not supported by kernel "
-                             f"{opts.kernel} (it has {list(meta.head_dims)})")
 
-    run_dir.run_stage("load", base, load_stage)
-    target_cls = _transfer(spec, run_dir, base, opts)
-    _verify_ir(spec, run_dir, base, opts, target_cls, meta)
-    header = _lower(spec, run_dir, base, opts, meta)
-    result.kernel = VariantKernel(spec, header, opts.kernel)
-    _compile(spec, run_dir, base, opts, header, meta)
-    _verify_gpu(spec, run_dir, base, opts, result.kernel)
-    if opts.bench:
-        _bench(spec, run_dir, base, opts)
+    def route_stage(rec: StageRecord) -> None:
+        run_dir.write(PLAN_FILE, json.dumps(route.to_json(), indent=1))
+        rec.artifacts.append(PLAN_FILE)
+        rec.data["path"] = route.path
+        rec.summary = f"{route} -> {PLAN_FILE}"
+
+    run_dir.run_stage("load", ctx.base, load_stage)
+    run_dir.run_stage("route", ctx.base, route_stage)
 
 
-def _transfer(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions
-              ) -> type:
-    from cubridge.kernels.fa_sm80.cuir import FaSm80
-    from cubridge.transfer.hooks import plan_hooks
-    from cubridge.transfer.target import load_target, write_target
-
-    def body(rec: StageRecord) -> None:
-        plan = plan_hooks(spec)
-        write_target(plan, FaSm80, run_dir.file("target_cuir.py"))
-        rec.artifacts.append("target_cuir.py")
-        hooks = [n for n, on in (("score_mod", plan.score), ("mask_mod", plan.mask)) if on]
-        rec.summary = (f"rules: target CuIR overrides {', '.join(hooks) or 'no'} hooks, "
-                       f"{plan.classification} block classification, {plan.normalizer} "
-                       "-> target_cuir.py")
-
-    run_dir.run_stage("transfer", base, body)
-    return load_target(run_dir.file("target_cuir.py"))
-
-
-def _verify_ir(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-               target_cls: type, meta: KernelMetadata) -> None:
-    from cubridge.ir import attention_fn
-    from cubridge.verify import verify
-
-    def body(rec: StageRecord) -> None:
-        cfg = meta.config(_head_dims(spec)[0])
-        fn = attention_fn(target_cls, block_m=cfg.block_m, block_n=cfg.block_n,
-                          num_warps=cfg.num_warps, stages=cfg.stages)
-        report = verify(spec, fn, device="cpu", dtypes=spec.dtypes,
-                        shapes=_ir_shapes(spec), trials=opts.ir_trials, seed=opts.seed,
-                        require_lse=spec.returns_lse)
-        _record_verification(run_dir, rec, report, "verify_ir", "target CuIR",
-                             "executor vs spec")
-
-    run_dir.run_stage("verify-ir", content_hash(base, str(opts.ir_trials)), body)
-
-
-def _lower(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-           meta: KernelMetadata) -> HookHeader:
-    from cubridge.lower.hook_header import generate_header
-    from cubridge.transfer.hooks import plan_hooks
-
-    header = generate_header(plan_hooks(spec))
-    def body(rec: StageRecord) -> None:
-        source = meta.source
-        run_dir.write(source.name, source.read_text())
-        run_dir.write("cubridge_hooks.cuh", header.text)
-        run_dir.write("aux_manifest.json", json.dumps(header.manifest(), indent=1))
-        rec.artifacts += [source.name, "cubridge_hooks.cuh", "aux_manifest.json"]
-        rec.data["kernel"] = opts.kernel
-        rec.summary = (f"hook codegen: {opts.kernel}'s {source.name} unchanged, "
-                       f"cubridge_hooks.cuh generated ({len(header.text.splitlines())} lines, "
-                       f"{len(header.slots)} aux slot(s))")
-
-    run_dir.run_stage("lower", base, body)
-    return header
-
-
-def _target_arch(opts: RunOptions) -> str:
-    if opts.arch:
-        return opts.arch
-    if torch.cuda.is_available():
-        from cubridge.build.driver import device_arch
-
-        return device_arch(torch.device("cuda"))
-    return "sm_90a"
-
-
-def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-             header: HookHeader, meta: KernelMetadata) -> None:
-    from cubridge.build.nvcc import nvcc_available
-    from cubridge.kernels import fa_sm80
-
+def _compile(ctx: _Run, variant: CompiledVariant) -> None:
+    run_dir, arch = ctx.run_dir, ctx.arch
     if not nvcc_available():
         raise StopRun("nvcc not found: stopped after lowering (CUDA source in "
                       f"{run_dir.path}); install the CUDA toolkit or set CUDA_HOME")
-    arch = _target_arch(opts)
+
     def body(rec: StageRecord) -> None:
         built = []
-        for d in _head_dims(spec):
-            for dtype in spec.dtypes:
-                if dtype not in meta.dtypes:
-                    continue
-                ck = fa_sm80.compile_for(d, dtype, arch, hooks_header=header.text)
-                name = f"kernel_d{d}_{str(dtype).removeprefix('torch.')}_{arch}.cubin"
-                shutil.copyfile(ck.cubin_path, run_dir.file(name))
-                res = ck.resources_of(meta.entry)
-                built.append((name, res))
+        for build, dtype, compiled in variant.compile(arch):
+            d, dv = build.dims
+            dims = f"d{d}" if dv == d else f"d{d}_dv{dv}"
+            name = f"kernel_{dims}_{str(dtype).removeprefix('torch.')}_{arch}.cubin"
+            shutil.copyfile(compiled.cubin_path, run_dir.file(name))
+            built.append((name, compiled.resources_of(ctx.kernel.entry)))
         run_dir.write("resources.json", json.dumps(
             {n: r.to_json() for n, r in built}, indent=1))
-        run_dir.write("kernel.py", MODULE_TEMPLATE.format(name=spec.name))
-        rec.artifacts += [n for n, _ in built] + ["resources.json", "kernel.py"]
+        run_dir.write(KERNEL_MODULE, MODULE_TEMPLATE.format(name=ctx.spec.name))
+        rec.artifacts += [n for n, _ in built] + ["resources.json", KERNEL_MODULE]
         # Spills in a generated variant cost speed, not correctness: report them,
         # against the budget a variant may have (build.resources.SPILL_BUDGET_BYTES).
         regs = ", ".join(f"{n.split('_' + arch)[0]}: {r.registers} regs"
@@ -354,15 +305,14 @@ def _compile(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
         rec.summary = (f"nvcc {arch}: {len(built)} cubin(s), "
                        f"{'register spills' if spilled else 'no spills'} ({regs})")
 
-    run_dir.run_stage("compile", content_hash(base, arch), body)
+    run_dir.run_stage("compile", content_hash(ctx.base, arch, variant.fingerprint()), body)
 
 
 def _record_verification(run_dir: RunDir, rec: StageRecord, report: VerifyReport, name: str,
                          what: str, label: str) -> None:
     """Write a verifier report as NAME.txt / NAME.json; fail the stage unless it passed."""
     run_dir.write(f"{name}.txt", report.table() + "\n")
-    run_dir.write(f"{name}.json", json.dumps(report.to_dict(), indent=1,
-                                             default=str))
+    run_dir.write(f"{name}.json", json.dumps(report.to_dict(), indent=1, default=str))
     if not report.passed:
         raise VerificationFailed(f"{what} fails the spec: {_failures(report)} "
                                  f"(see {run_dir.file(name + '.txt')})")
@@ -383,42 +333,31 @@ def _device_key(base: str) -> str:
     return content_hash(base, torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 
 
-def _verify_gpu(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions,
-                kernel: VariantKernel) -> None:
-    from cubridge.verify import verify
-
+def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
+    run_dir, opts, spec = ctx.run_dir, ctx.opts, ctx.spec
     if not torch.cuda.is_available():
         raise StopRun("no CUDA GPU visible: stopped after compiling (cubins in "
                       f"{run_dir.path}); run again on a GPU machine to verify and benchmark")
 
     def body(rec: StageRecord) -> None:
-        report = verify(spec, kernel, device="cuda", shapes=_gpu_shapes(spec),
-                        trials=opts.gpu_trials, seed=opts.seed,
-                        require_lse=spec.returns_lse)
+        report = verify(spec, variant, device="cuda", shapes=_gpu_shapes(spec),
+                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse)
         _record_verification(run_dir, rec, report, "verify_gpu", "kernel (GPU)",
                              "kernel vs spec")
 
-    run_dir.run_stage("verify-gpu", content_hash(_device_key(base), str(opts.gpu_trials)), body)
+    run_dir.run_stage("verify-gpu", content_hash(_device_key(ctx.base), str(opts.gpu_trials),
+                                                 variant.fingerprint()), body)
 
 
-def _bench(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions
-           ) -> None:
-    import shlex
-    import sys
-
-    from cubridge.bench.ours import external_impl
-    from cubridge.bench.peers import PEERS, peer_impls
-    from cubridge.bench.report import collect_metadata, markdown_table, write_reports
-    from cubridge.bench.runner import OK, BenchConfig, run_bench
-    from cubridge.bench.timing import TimingSettings, gpu_timer
-
+def _bench(ctx: _Run, variant: CompiledVariant) -> None:
+    run_dir, opts, spec = ctx.run_dir, ctx.opts, ctx.spec
     configs = list(opts.bench_configs or [c.name for c in spec.configs])
     peers = list(opts.bench_peers if opts.bench_peers is not None else PEERS)
-    key = content_hash(_device_key(base), repr(list(opts.bench_seq_lens)), repr(configs),
-                       repr(peers))
+    key = content_hash(_device_key(ctx.base), variant.fingerprint(),
+                       repr(list(opts.bench_seq_lens)), repr(configs), repr(peers))
+
     def body(rec: StageRecord) -> None:
-        settings = TimingSettings(25.0, 100.0)
-        timer, timing = gpu_timer(settings)
+        timer, timing = gpu_timer(TimingSettings(25.0, 100.0))
         impls = [external_impl("ours", str(run_dir.path)), *peer_impls(peers)]
         meta = collect_metadata(shlex.join(sys.argv), "cuda", timing,
                                 {"impls": {i.name: i.source for i in impls}})
@@ -440,7 +379,8 @@ def _bench(spec: Spec, run_dir: RunDir, base: str, opts: RunOptions
     run_dir.run_stage("bench", key, body)
 
 
-def _write_report(spec: Spec, run_dir: RunDir, result: RunResult) -> None:
+def _write_report(ctx: _Run, result: RunResult) -> None:
+    spec, run_dir = ctx.spec, ctx.run_dir
     lines = [f"# cubridge run: {spec.name}", "", spec.description, ""]
     lines += ["| stage | result | seconds |", "|---|---|---|"]
     for rec in run_dir.stages.values():
@@ -452,3 +392,109 @@ def _write_report(spec: Spec, run_dir: RunDir, result: RunResult) -> None:
         lines += ["", "## Benchmark (TFLOP/s on allowed pairs)", "", bench.data.get("table", ""),
                   "", "Device, date, commit and command: bench/results.md."]
     run_dir.write("report.md", "\n".join(lines) + "\n")
+
+
+# -- the rules path: the change stays inside the hooks ------------------------------------------
+
+def _rules_path(ctx: _Run, route: Route) -> CompiledVariant:
+    target = _rules_transfer(ctx, route)
+    _verify_ir(ctx, target)
+    return _rules_lower(ctx, route)
+
+
+def _rules_transfer(ctx: _Run, route: Route) -> type:
+    assert route.plan is not None
+    plan, kernel, run_dir = route.plan, ctx.kernel, ctx.run_dir
+
+    def body(rec: StageRecord) -> None:
+        base = kernel.cuir_class()
+        write_target(plan, base, run_dir.file(TARGET_FILE))
+        run_dir.write("transfer.json", json.dumps(
+            {"path": "rules", "kernel": "Target", "source_kernel": kernel.name,
+             "base": f"{base.__module__}:{base.__name__}",
+             "config": kernel.cuir_config(_head_dims(ctx.spec)[0])}, indent=1))
+        rec.artifacts += [TARGET_FILE, "transfer.json"]
+        hooks = [n for n, on in (("score_mod", plan.score), ("mask_mod", plan.mask)) if on]
+        rec.summary = (f"rules: target CuIR overrides {', '.join(hooks) or 'no'} hooks, "
+                       f"{plan.classification} block classification, {plan.normalizer} "
+                       f"-> {TARGET_FILE}")
+
+    run_dir.run_stage("transfer", ctx.base, body)
+    return load_target(run_dir.file(TARGET_FILE))
+
+
+def _verify_ir(ctx: _Run, target: type) -> None:
+    spec, opts = ctx.spec, ctx.opts
+
+    def body(rec: StageRecord) -> None:
+        fn = attention_fn(target, **ctx.kernel.cuir_config(_head_dims(spec)[0]))
+        report = verify(spec, fn, device="cpu", dtypes=spec.dtypes,
+                        shapes=_ir_shapes(spec), trials=opts.ir_trials, seed=opts.seed,
+                        require_lse=spec.returns_lse)
+        _record_verification(ctx.run_dir, rec, report, "verify_ir", "target CuIR",
+                             "executor vs spec")
+
+    ctx.run_dir.run_stage("verify-ir", content_hash(ctx.base, str(opts.ir_trials)), body)
+
+
+def _rules_lower(ctx: _Run, route: Route) -> CompiledVariant:
+    assert route.plan is not None
+    kernel, run_dir = ctx.kernel, ctx.run_dir
+    header = generate_header(route.plan)
+    variant = rules_variant(ctx.spec, kernel, header)
+
+    def body(rec: StageRecord) -> None:
+        run_dir.write(SOURCE_FILE, kernel.source.read_text())
+        run_dir.write(HOOKS_FILE, header.text)
+        run_dir.write(AUX_MANIFEST_FILE, json.dumps(variant.aux_manifest(), indent=1))
+        run_dir.write(LOWER_FILE, json.dumps(variant.lower_record(), indent=1))
+        rec.artifacts += [SOURCE_FILE, HOOKS_FILE, AUX_MANIFEST_FILE, LOWER_FILE]
+        rec.data["kernel"] = kernel.name
+        rec.summary = (f"hook codegen: {kernel.name}'s {kernel.source.name} unchanged "
+                       f"({SOURCE_FILE}), {HOOKS_FILE} generated "
+                       f"({len(header.text.splitlines())} lines, {len(header.slots)} aux "
+                       "slot(s))")
+
+    run_dir.run_stage("lower", ctx.base, body)
+    return variant
+
+
+# -- the LLM path: the change leaves the hooks --------------------------------------------------
+
+def _llm_client(ctx: _Run, stage: str) -> LLMClient:
+    return LLMClient.from_config(ctx.opts.llm_config or load_config(), ctx.run_dir.path, stage)
+
+
+def _llm_stage(ctx: _Run, stage: Callable[[], object]) -> object:
+    try:
+        return stage()
+    except StageFailed as exc:
+        raise VerificationFailed(str(exc)) from exc
+    except LLMError as exc:  # budget, provider: the run directory stays resumable
+        raise StopRun(f"LLM stage stopped ({type(exc).__name__}: {exc}); rerun to resume "
+                      "from the cached exchanges") from exc
+
+
+def _llm_transfer(ctx: _Run) -> Path:
+    settings = ctx.opts.llm_settings or StageSettings()
+    result = _llm_stage(ctx, lambda: llm_transfer.transfer(
+        ctx.spec_path, _llm_client(ctx, "transfer"), ctx.run_dir, settings, kernel=ctx.kernel))
+    return result.target  # type: ignore[attr-defined]
+
+
+def _llm_path(ctx: _Run) -> CompiledVariant:
+    target = _llm_transfer(ctx)
+    if not nvcc_available():
+        raise StopRun(f"nvcc not found: stopped after the verified target CuIR ({target}); the "
+                      "LLM lowering checks each reply by compiling it")
+    settings = ctx.opts.llm_settings or StageSettings()
+    lowered = _llm_stage(ctx, lambda: llm_lower.lower(
+        target, _llm_client(ctx, "lower"), ctx.run_dir, ctx.spec_path, settings,
+        kernel=ctx.kernel, arch=ctx.arch))
+    variant = CompiledVariant(ctx.spec, ctx.kernel, lowered.builds,  # type: ignore[attr-defined]
+                              source=ctx.run_dir.file(SOURCE_FILE).read_text())
+    # The lowered source is built with the entry's default hooks; the aux tensors
+    # go to the slots in make_aux's order: the same artifacts as the rules path.
+    ctx.run_dir.write(HOOKS_FILE, (DEFAULT_HOOKS_DIR / HOOKS_FILE).read_text())
+    ctx.run_dir.write(AUX_MANIFEST_FILE, json.dumps(variant.aux_manifest(), indent=1))
+    return variant

@@ -20,7 +20,7 @@ from cubridge.spec.lengths import MAX_LONG, covered_constant, long_check_shapes
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import mods_attention
 from cubridge.spec.reference import call_reference
-from cubridge.spec.shapes import check_shapes, verification_shapes
+from cubridge.spec.shapes import check_shapes, smoke_shape, verification_shapes
 
 # float64 reference and float64 mods evaluator compute the same sums in a
 # different order; anything above this is a disagreement, not rounding.
@@ -123,6 +123,22 @@ def _mods_raised(spec: Spec, shape: Shape, exc: Exception) -> SpecError:
                 "torch.where, not a Python `if` on a tensor")
     return SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}{hint}",
                      _mods_location(spec, exc))
+
+
+def probe_mods(spec: Spec, seed: int = 0) -> None:
+    """Call the spec's mods once, as every path will, on a tiny shape (float64):
+    a SpecError with the raising line (and the torch.where hint for a Python
+    `if` on a tensor) when they raise. The route asks this before tracing, so
+    a mod no path can run is never sent to the LLM path."""
+    if spec.mask_mod is None and spec.score_mod is None:
+        return
+    shape = smoke_shape(spec.configs)
+    inputs = make_inputs(spec, shape, torch.float64, "normal",
+                         torch.Generator().manual_seed(seed)).to_float64()
+    try:
+        mods_attention(spec, inputs.q, inputs.k, inputs.v, inputs.aux)
+    except Exception as exc:
+        raise _mods_raised(spec, shape, exc) from exc
 
 
 def _which_mods(spec: Spec) -> str:

@@ -6,9 +6,9 @@ spell out the shared conventions of cubridge.attention once.
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from cubridge.attention import default_scale
 
 
 def expand_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
@@ -20,7 +20,7 @@ def expand_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 def scaled_scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
     """q @ k^T * scale as [B, Hq, Sq, Sk] (k already expanded to Hq heads)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     return (q @ k.transpose(-1, -2)) * scale
 
 

@@ -56,12 +56,15 @@ class Inputs:
 
 
 def _randn(shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    return torch.randn(shape, generator=g, dtype=torch.float32)
+    return torch.randn(shape, generator=g, device=g.device, dtype=torch.float32)
 
 
 def make_qkv(
     shape: Shape, dtype: torch.dtype, distribution: str, g: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v in cubridge.attention's layouts, drawn in float32 on the
+    generator's device from `distribution` (DISTRIBUTIONS), then cast: the one
+    input maker of verification, spec checks and the benchmark."""
     qs = (shape.b, shape.hq, shape.sq, shape.d)
     ks = (shape.b, shape.hk, shape.sk, shape.d)
     vs = (shape.b, shape.hk, shape.sk, shape.head_dim_v)
@@ -72,7 +75,8 @@ def make_qkv(
     elif distribution == "near_ties":
         q, v = _randn(qs, g), _randn(vs, g)
         centres = _randn((shape.b, shape.hk, TIE_GROUPS, shape.d), g)
-        pick = torch.randint(0, TIE_GROUPS, (shape.b, shape.hk, shape.sk), generator=g)
+        pick = torch.randint(0, TIE_GROUPS, (shape.b, shape.hk, shape.sk), generator=g,
+                             device=g.device)
         k = torch.gather(centres, 2, pick[..., None].expand(-1, -1, -1, shape.d))
         k = k + TIE_NOISE * _randn(ks, g)
     else:

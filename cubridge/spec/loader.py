@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import hashlib
-import importlib.util
 import inspect
 import io
 import keyword
 import re
-import sys
 import tokenize
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,6 +16,7 @@ from types import ModuleType
 import torch
 
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig
+from cubridge.modules import load_module_from_path
 from cubridge.spec.check import MODS_AGREEMENT
 from cubridge.spec.errors import SpecError, describe_exception, location_in_traceback, location_of
 from cubridge.spec.inputs import make_inputs
@@ -95,19 +93,11 @@ class _SpecFile:
         self.module = self._execute(source)
 
     def _execute(self, source: str) -> ModuleType:
-        digest = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]
-        name = f"cubridge_spec_{_name_from_stem(self.path.stem)}_{digest}"
-        spec = importlib.util.spec_from_file_location(name, self.path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look modules up by name
         try:
-            spec.loader.exec_module(module)
+            return load_module_from_path(self.path, prefix="cubridge_spec")
         except Exception as exc:
-            sys.modules.pop(name, None)
             raise SpecError(f"raised while importing: {describe_exception(exc)}",
                             location_in_traceback(exc, self.path)) from exc
-        return module
 
     def where(self, name: str) -> str:
         line = self.lines.get(name)

@@ -11,9 +11,10 @@ masks), and render a hook-only subclass of the source kernel's CuIR
     result = transfer_by_rules(spec, FaSm80, out_dir=run_dir)
 """
 
+from cubridge.ir.hooks import BlockKind
 from cubridge.transfer.block_table import BlockTable, build_block_table
 from cubridge.transfer.hooks import HookPlan, plan_hooks
-from cubridge.transfer.interval import BlockKind, classify_block
+from cubridge.transfer.interval import classify_block
 from cubridge.transfer.rules import NotHookConfined, RuleTransfer, transfer_by_rules
 from cubridge.transfer.target import load_target, render_target, write_target
 from cubridge.transfer.trace import TraceError, trace_mask_mod, trace_score_mod

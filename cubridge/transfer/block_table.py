@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape
-from cubridge.transfer.interval import BlockKind
+from cubridge.ir.hooks import BlockKind
 
 # aux names of the two tables in the hook manifest
 KINDS_AUX = "__cubridge_block_kinds"

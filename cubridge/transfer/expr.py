@@ -64,6 +64,23 @@ class Node:
         return f"{self.op}[{self.dtype.value}]({extra}{inner})"
 
 
+def node_to_json(node: Node) -> dict[str, object]:
+    """The tree as JSON-able data (`node_from_json` reads it back)."""
+    out: dict[str, object] = {"op": node.op, "dtype": node.dtype.value}
+    if node.args:
+        out["args"] = [node_to_json(a) for a in node.args]
+    if node.arg is not None:
+        out["arg"] = list(node.arg) if isinstance(node.arg, tuple) else node.arg
+    return out
+
+
+def node_from_json(data: dict[str, object]) -> Node:
+    arg = data.get("arg")
+    return Node(str(data["op"]), DType(data["dtype"]),
+                tuple(node_from_json(a) for a in data.get("args", ())),  # type: ignore[union-attr]
+                tuple(arg) if isinstance(arg, list) else arg)
+
+
 def const(value: bool | int | float) -> Node:
     if isinstance(value, bool):
         return Node("const", DType.BOOL, arg=value)

@@ -31,9 +31,9 @@ from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_sc
 
 Classification = Literal["none", "interval", "table"]
 
-# Tile of the host-side tables by default: one warp's rows of the fa_sm80 kernel
-# (block_m / num_warps) x block_n, since it classifies key blocks per warp.
-# Lookups stay correct for other kernel tiles (they combine tiles).
+# Tile of the host-side tables when the caller names none; the pipeline passes
+# its library kernel's (LibraryKernel.table_block). Lookups stay correct for
+# other kernel tiles (they combine tiles).
 DEFAULT_TABLE_BLOCK = (32, 64)
 
 
@@ -71,6 +71,22 @@ class HookPlan:
         names = self._mask_params
         return dict(aux) if names is None else {n: t for n, t in aux.items() if n in names}
 
+    def to_json(self) -> dict[str, object]:
+        """Everything of the plan but the mask function (the spec has it):
+        `plan_from_json(data, spec)` rebuilds the plan without tracing again."""
+        def mod(m: TracedMod | None) -> dict[str, object] | None:
+            if m is None:
+                return None
+            return {"node": expr.node_to_json(m.node), "where": m.where,
+                    "aux": [_aux_json(a) for a in m.aux]}
+
+        return {"name": self.name, "source": self.source, "score_mod": mod(self.score),
+                "mask_mod": mod(self.mask), "normalizer": self.normalizer,
+                "classification": self.classification, "aux": [_aux_json(a) for a in self.aux],
+                "aux_names": list(self.aux_names), "table_block": list(self.table_block),
+                "table_depends_on_b": self.table_depends_on_b,
+                "table_depends_on_h": self.table_depends_on_h}
+
     def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor]) -> BlockTable:
         """The (cached) host-side tile table for one problem and its aux inputs."""
         if self.classification != "table" or self.mask_fn is None:
@@ -80,6 +96,36 @@ class HookPlan:
         return TABLE_CACHE.get(self.mask_fn, shape, bm, bn, self.mask_aux(aux),
                                depends_on_b=self.table_depends_on_b,
                                depends_on_h=self.table_depends_on_h)
+
+
+def _aux_json(a: AuxInfo) -> dict[str, object]:
+    return {"name": a.name, "dtype": str(a.dtype).removeprefix("torch."), "rank": a.rank}
+
+
+def _aux_info(data: Mapping[str, object]) -> AuxInfo:
+    return AuxInfo(str(data["name"]), getattr(torch, str(data["dtype"])), int(data["rank"]))
+
+
+def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
+    """The plan `HookPlan.to_json` wrote, with the spec's mask_mod reattached."""
+    def mod(raw: object) -> TracedMod | None:
+        if raw is None:
+            return None
+        return TracedMod(expr.node_from_json(raw["node"]),  # type: ignore[index]
+                         tuple(_aux_info(a) for a in raw["aux"]),  # type: ignore[index]
+                         str(raw["where"]))  # type: ignore[index]
+
+    if data["name"] != spec.name:
+        raise ValueError(f"the hook plan is of spec {data['name']!r}, not {spec.name!r}")
+    return HookPlan(
+        name=str(data["name"]), source=str(data["source"]), score=mod(data["score_mod"]),
+        mask=mod(data["mask_mod"]), normalizer=data["normalizer"],  # type: ignore[arg-type]
+        classification=data["classification"],  # type: ignore[arg-type]
+        aux=tuple(_aux_info(a) for a in data["aux"]),  # type: ignore[union-attr]
+        aux_names=tuple(data["aux_names"]),  # type: ignore[arg-type]
+        mask_fn=spec.mask_mod, table_block=tuple(data["table_block"]),  # type: ignore[arg-type]
+        table_depends_on_b=bool(data["table_depends_on_b"]),
+        table_depends_on_h=bool(data["table_depends_on_h"]))
 
 
 def _classification(mask: TracedMod | None) -> Classification:

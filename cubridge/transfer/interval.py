@@ -27,10 +27,11 @@ EMPTY prefix and suffix of a query block's key range by binary search.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 
+from cubridge.ir.hooks import BlockKind
 from cubridge.transfer.expr import DType, Node, const
 
 Iv = tuple[float, float]
@@ -41,14 +42,6 @@ UNKNOWN_BOOL: Iv = (0.0, 1.0)
 # Relative widening of float results: 2**-18 is 64 float32 ulps, beyond the
 # error of one float32 op or CUDA transcendental.
 FLOAT_SLACK = 2.0**-18
-
-
-class BlockKind(IntEnum):
-    """Same values as cubridge::BlockKind in hook_types.cuh."""
-
-    EMPTY = 0
-    FULL = 1
-    PARTIAL = 2
 
 
 def _fix(lo: float, hi: float) -> Iv:
@@ -347,8 +340,6 @@ def compile_mask(mask: Node) -> Callable[..., Iv]:
 
 
 def _this_module():  # noqa: ANN202
-    import sys
-
     return sys.modules[__name__]
 
 

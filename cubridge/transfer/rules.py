@@ -27,6 +27,7 @@ from cubridge.ir import attention_fn
 from cubridge.spec.model import Spec
 from cubridge.transfer.hooks import HookPlan, plan_hooks
 from cubridge.transfer.target import load_target, write_target
+from cubridge.verify import verify
 
 TARGET_FILE = "target_cuir.py"
 
@@ -64,13 +65,13 @@ def default_shapes(spec: Spec) -> list[Shape]:
 
 def transfer_by_rules(spec: Spec, base: type, *, out_dir: str | Path | None = None,
                       shapes: Sequence[Shape] | None = None,
-                      config: Mapping[str, Any] | None = None, seed: int = 0) -> RuleTransfer:
+                      config: Mapping[str, Any] | None = None, seed: int = 0,
+                      plan: HookPlan | None = None) -> RuleTransfer:
     """Generate the hook-only target of `spec` on `base`, write it and verify it
-    with the executor (`config`: the base kernel's constructor arguments)."""
-    from cubridge.verify import verify  # the verifier depends on much; import late
-
+    with the executor (`config`: the base kernel's constructor arguments;
+    `plan`: the spec's hook plan when the caller traced it already)."""
     start = time.perf_counter()
-    plan = plan_hooks(spec)
+    plan = plan if plan is not None else plan_hooks(spec)
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="cubridge-"))
     path = write_target(plan, base, out_dir / TARGET_FILE)
     target = load_target(path)

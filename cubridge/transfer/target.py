@@ -14,11 +14,10 @@ classification), so the program the executor verifies is the one lowered.
 
 from __future__ import annotations
 
-import importlib.util
 import keyword
-import sys
 from pathlib import Path
 
+from cubridge.modules import load_module_from_path
 from cubridge.transfer import expr, interval
 from cubridge.transfer.hooks import HookPlan
 from cubridge.transfer.torch_render import TORCH_VARS, render_torch_body
@@ -172,12 +171,4 @@ def write_target(plan: HookPlan, base: type, path: str | Path) -> Path:
 
 def load_target(path: str | Path) -> type:
     """Import a generated target module and return its Target class."""
-    path = Path(path).resolve()
-    name = f"cubridge_target_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import target CuIR {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return getattr(module, TARGET_CLASS)
+    return getattr(load_module_from_path(Path(path), prefix="cubridge_target"), TARGET_CLASS)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from cubridge.modules import load_module_from_path
 from cubridge.spec.inputs import Inputs
 
 ImplRef = Callable[..., object] | str
@@ -52,15 +52,9 @@ def import_impl(ref: str) -> Callable[..., object]:
         raise ValueError(f"impl {ref!r}: expected MODULE:FUNC (or FILE.py:FUNC)")
     if module_name.endswith(".py"):
         path = parse_impl_file(ref)
-        name = f"cubridge_impl_{path.stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look modules up by name
         try:
-            spec.loader.exec_module(module)
+            module = load_module_from_path(path, prefix="cubridge_impl")
         except Exception as exc:
-            sys.modules.pop(name, None)
             raise ValueError(f"impl {ref!r}: {_located(exc, path)}") from exc
     else:
         try:

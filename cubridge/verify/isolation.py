@@ -14,6 +14,7 @@ import socket
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from cubridge.spec import load
 from cubridge.spec.inputs import Inputs
 from cubridge.verify.candidate import CallOutcome, ImplRef, resolve_impl, run_candidate
 
@@ -42,7 +43,6 @@ def _worker(conn: Connection, impl_ref: ImplRef, spec_path: str | None) -> None:
         if spec_path is None:
             raise ValueError("this impl is a factory of the spec, and the spec has no file "
                              "to load it from in the worker")
-        from cubridge.spec import load
         return load(spec_path)
 
     try:

@@ -1,163 +1,399 @@
-"""Peer implementations of a spec, as verify() candidates: what a user would
-use instead of cubridge (BENCHMARK.md). Each factory takes a Spec and returns
-an impl(q, k, v, scale=None, **aux); `cubridge bench` may reuse them.
+"""The one registry of peers: what a user would run instead of cubridge
+(docs/benchmark.md, Peers), for the benchmark and the verifier alike.
 
-- eager_impl: the spec's own reference, computed in fp32 (out cast back).
-- sdpa_impl: torch SDPA with a dense boolean mask, plus a dense additive bias
-  when score_mod only adds a score-independent bias (ALiBi, tables). Returns
-  out only (SDPA gives no LSE).
-- flex_impl: FlexAttention with a BlockMask and the spec's mods; eager by
-  default (works on CPU), compile=True for the fused Triton kernel.
+`PEERS[name].prepare(problem)` does the work a user does once (build a mask,
+a BlockMask, transpose to another layout) and returns the call to time; it
+raises `Unsupported` when the peer cannot express the variant or is not
+installed. `cubridge bench` times the prepared calls (cubridge.bench.peers).
+With `exact=True` a peer computes what the verifier compares (an LSE where it
+has one, float32 where the input dtype would miss the tolerances, zeros for
+rows with no allowed key); `eager_impl`, `sdpa_impl` and `flex_impl` are those
+as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
+(peer, spec file) so they can run in isolated workers.
 
-The impls pickle as (kind, spec file), so they can run in isolated workers.
+- eager: the spec's reference in the input dtype; eager_fp32: on float32
+  copies, output cast back (what `eager_impl` runs);
+- sdpa: torch SDPA, native is_causal for full/causal masks, else a dense bool
+  mask or a dense additive bias (SDPA takes no other score_mod);
+- flex_triton / flex_flash: FlexAttention with a BlockMask from the mask_mod,
+  compiled (Triton, or the FLASH backend of flash-attn-4); `flex_impl` runs it
+  eager by default (works on CPU);
+- fa4: FlashAttention-4 where its flags express the variant.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
-from cubridge.attention import Shape
-from cubridge.spec import Spec, bind_mods, load
-from cubridge.spec.mods import BoundMods, apply_score_mod, dense_mask
+from cubridge.attention import Shape, default_scale
+from cubridge.spec import Spec, bind_mods, load, make_aux
+from cubridge.spec.grids import (
+    arange,
+    eval_mask,
+    eval_score_bias,
+    index_grid,
+    is_additive,
+    softcap_of,
+)
+from cubridge.spec.mods import BoundMods
 from cubridge.verify.candidate import impl_factory
 
 
-class UnsupportedSpec(ValueError):
-    """The peer cannot express this spec (e.g. SDPA and a softcap)."""
+class Unsupported(ValueError):
+    """This peer cannot run this variant here (the message says why)."""
+
+
+def first_tensor(result: object) -> torch.Tensor:
+    """out from an implementation returning out or (out, lse, ...)."""
+    if isinstance(result, tuple | list):
+        result = result[0]
+    if not isinstance(result, torch.Tensor):
+        raise TypeError(f"expected a tensor or a tuple starting with one, got {type(result)}")
+    return result
+
+
+@dataclass
+class PeerProblem:
+    """One problem a peer is prepared for: the spec, its inputs and what is known
+    of the mask's structure (the benchmark counts it; None: not known)."""
+
+    spec: Spec
+    shape: Shape
+    dtype: torch.dtype
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    aux: Mapping[str, torch.Tensor]
+    mods: BoundMods  # the spec's mods with aux bound (cubridge.spec.mods.bind_mods)
+    scale: float
+    structure: str | None = None  # "full", "causal", ... (cubridge.bench.flops.MaskStats)
+    window: int | None = None  # a causal sliding window's width, when it is one
+    depends_on_batch: bool = True
+    depends_on_head: bool = True
+
+    @property
+    def device(self) -> torch.device:
+        return self.q.device
+
+    @property
+    def is_plain_softmax(self) -> bool:
+        """Standard attention with at most a mask: no score_mod, softmax normaliser."""
+        return self.spec.score_mod is None and self.spec.normalizer == "softmax"
+
+
+@dataclass
+class Prepared:
+    run: Callable[[], object]  # the call (the benchmark times it)
+    note: str = ""  # how the peer expresses the variant, e.g. "dense mask"
+    # untimed: the call's result -> out [B, Hq, Sq, Dv]
+    to_standard: Callable[[object], torch.Tensor] = field(default=first_tensor)
+
+
+Prepare = Callable[..., Prepared]  # (problem, exact=False, **options) -> Prepared
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    source: str  # what is run, for reports
+    prepare: Prepare
+    check: Callable[[Spec], str] = lambda spec: ""  # why it cannot express a spec ("" if it can)
+
+    def unsupported(self, spec: Spec) -> str:
+        return self.check(spec)
+
+
+def flash_attn_cute_available() -> bool:
+    try:
+        return importlib.util.find_spec("flash_attn.cute") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _softmax_only(peer: str) -> Callable[[Spec], str]:
+    def check(spec: Spec) -> str:
+        return "" if spec.normalizer == "softmax" else \
+            f"{peer} has no {spec.normalizer} normaliser"
+    return check
+
+
+def _require(check: Callable[[Spec], str], spec: Spec) -> None:
+    why = check(spec)
+    if why:
+        raise Unsupported(why)
 
 
 def additive_bias_only(spec: Spec, shape: Shape | None = None) -> bool:
-    """True if score_mod(s) - s does not depend on s: checked numerically on a
-    small shape, with two different score tensors."""
+    """True if score_mod(s) - s does not depend on s (checked on a small grid)."""
     if spec.score_mod is None:
         return True
-    from cubridge.spec import make_aux
     shape = shape or Shape(2, 4, 2, 33, 47, 16)
-    g = torch.Generator().manual_seed(0)
-    mods = bind_mods(spec, make_aux(spec, shape, g))
-    grid = (shape.b, shape.hq, shape.sq, shape.sk)
-    s1 = torch.randn(grid, generator=g, dtype=torch.float64)
-    s2 = 5 * torch.randn(grid, generator=g, dtype=torch.float64)
-    d1, d2 = apply_score_mod(mods, s1) - s1, apply_score_mod(mods, s2) - s2
-    return bool(torch.allclose(d1, d2, rtol=1e-9, atol=1e-9))
+    mods = bind_mods(spec, make_aux(spec, shape, torch.Generator().manual_seed(0)))
+    return is_additive(mods.score_mod, *_grid(shape, "cpu"))
 
+
+def _grid(shape: Shape, device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    return index_grid(arange(shape.b, device), arange(shape.hq, device),
+                      arange(shape.sq, device), arange(shape.sk, device))
+
+
+# -- the peers -------------------------------------------------------------------------------
+
+def prepare_eager(problem: PeerProblem, exact: bool = False) -> Prepared:
+    """The spec's reference itself, in the input dtype (exact: on float32 copies)."""
+    if exact:
+        return prepare_eager_fp32(problem, exact)
+    spec, q, k, v, aux = problem.spec, problem.q, problem.k, problem.v, dict(problem.aux)
+    return Prepared(lambda: spec.reference(q, k, v, **aux), note="spec reference")
+
+
+def prepare_eager_fp32(problem: PeerProblem, exact: bool = False) -> Prepared:
+    """The spec's reference on float32 copies of the inputs, output cast back: what
+    a user does when the reference in bf16 is not accurate enough (the casts are
+    part of the timed call). exact: the LSE too, when the reference gives one."""
+    spec, q, k, v, dtype = problem.spec, problem.q, problem.k, problem.v, problem.dtype
+    up = lambda t: t.float() if t.is_floating_point() else t  # noqa: E731
+    aux = {n: up(t) for n, t in problem.aux.items()} if exact else dict(problem.aux)
+
+    def run() -> object:
+        result = spec.reference(q.float(), k.float(), v.float(), **aux)
+        if exact and isinstance(result, tuple):
+            return result[0].to(dtype), result[1].float()
+        return first_tensor(result).to(dtype)
+
+    return Prepared(run, note="float32 compute")
+
+
+def _sdpa_check(spec: Spec) -> str:
+    if spec.normalizer != "softmax":
+        return f"SDPA computes softmax attention; {spec.name} uses {spec.normalizer}"
+    if not additive_bias_only(spec):
+        return f"SDPA: score_mod is not an additive bias ({spec.name})"
+    return ""
+
+
+def prepare_sdpa(problem: PeerProblem, exact: bool = False) -> Prepared:
+    """SDPA: native is_causal for full/causal masks, else a dense bool mask or a
+    dense float bias (mask as -inf) built from the mods. exact: the bias in
+    float32 (shifted by its row max; on CUDA SDPA then runs in float32) and rows
+    with no allowed key set to 0."""
+    if problem.spec.normalizer != "softmax":
+        raise Unsupported(f"SDPA has no {problem.spec.normalizer} normaliser")
+    q, k, v, scale, mods = problem.q, problem.k, problem.v, problem.scale, problem.mods
+    gqa = problem.shape.hq != problem.shape.hk
+    structure = problem.structure
+    if problem.spec.score_mod is None and structure in ("full", "causal"):
+        causal = structure == "causal"
+        return Prepared(
+            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+                                                   enable_gqa=gqa),
+            note="native" + (" is_causal" if causal else ""))
+    grid = _grid(problem.shape, problem.device)
+    mask = None if mods.mask_mod is None else eval_mask(mods.mask_mod, *grid)
+    if mods.score_mod is None:
+        attn_mask, note = mask, "dense mask"
+    else:
+        bias = eval_score_bias(mods.score_mod, *grid,
+                               dtype=torch.float32 if exact else q.dtype)
+        if bias is None:
+            raise Unsupported("SDPA: score_mod is not an additive bias")
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        if exact:
+            # Softmax ignores a per-row shift: moving the row max to 0 keeps the keys
+            # that matter precise. CUDA SDPA wants the bias in q's dtype, and a bf16
+            # ALiBi bias on long rows misses bf16 tolerances: run it in float32.
+            row_max = bias.amax(-1, keepdim=True)
+            bias = bias - torch.where(torch.isinf(row_max), 0.0, row_max)
+        attn_mask, note = bias, "dense bias"
+    attn_mask = attn_mask.contiguous() if attn_mask is not None else None
+    if not exact:
+        return Prepared(
+            lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale,
+                                                   enable_gqa=gqa),
+            note=note)
+    upcast = mods.score_mod is not None and problem.device.type == "cuda"
+
+    def run() -> torch.Tensor:
+        qq, kk, vv = (t.float() for t in (q, k, v)) if upcast else (q, k, v)
+        out = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=attn_mask, scale=scale,
+                                             enable_gqa=gqa).to(problem.dtype)
+        if mask is None:
+            return out
+        # Rows with no allowed key: SDPA's result there is not specified; ours is 0.
+        return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+    return Prepared(run, note=note)
+
+
+_compiled_flex: Callable[..., object] | None = None
+
+
+def _flex_fn(compiled: bool) -> Callable[..., object]:
+    global _compiled_flex
+    from torch.nn.attention.flex_attention import flex_attention  # optional in old torch
+
+    if not compiled:
+        return flex_attention
+    if _compiled_flex is None:
+        # One compile per (variant, shape): lift dynamo's recompile limit (8 by
+        # default), past which it silently falls back to the eager path.
+        for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                     "accumulated_recompile_limit"):
+            if hasattr(torch._dynamo.config, knob):
+                setattr(torch._dynamo.config, knob, max(getattr(torch._dynamo.config, knob), 1024))
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex
+
+
+def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepare:
+    """FlexAttention with a BlockMask from the mask_mod; backend 'TRITON' (the
+    default AUTO choice) or 'FLASH' (needs flash-attn-4). `compiled=False` runs
+    FlexAttention's eager path (CPU: it materialises scores), also per call.
+    exact: returns (out, lse)."""
+    default_compiled = compiled
+
+    def prepare_flex(problem: PeerProblem, exact: bool = False,
+                     compiled: bool = default_compiled) -> Prepared:
+        from torch.nn.attention.flex_attention import AuxRequest, create_block_mask
+
+        if problem.spec.normalizer != "softmax":
+            raise Unsupported(f"FlexAttention has no {problem.spec.normalizer} normaliser")
+        options = {}
+        if backend == "FLASH":
+            if not flash_attn_cute_available():
+                raise Unsupported("Flex FLASH backend needs flash-attn-4 (flash_attn.cute)")
+            options = {"BACKEND": "FLASH"}
+        s, mods = problem.shape, problem.mods
+        block_mask = None
+        if mods.mask_mod is not None and problem.structure != "full":
+            block_mask = create_block_mask(
+                mods.mask_mod, s.b if problem.depends_on_batch else None,
+                s.hq if problem.depends_on_head else None, s.sq, s.sk, device=problem.device)
+        flex = _flex_fn(compiled)
+        q, k, v = problem.q, problem.k, problem.v
+        kwargs = dict(score_mod=mods.score_mod, block_mask=block_mask, scale=problem.scale,
+                      enable_gqa=s.hq != s.hk)
+        if options:
+            kwargs["kernel_options"] = options
+        note = "BlockMask" if block_mask is not None else ""
+        if not exact:
+            return Prepared(lambda: flex(q, k, v, **kwargs), note=note)
+
+        def run() -> tuple[torch.Tensor, torch.Tensor]:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*flex_attention called without")
+                out, aux_out = flex(q, k, v, return_aux=AuxRequest(lse=True), **kwargs)
+            return out, aux_out.lse
+
+        return Prepared(run, note=note)
+
+    return prepare_flex
+
+
+def prepare_fa4(problem: PeerProblem, exact: bool = False) -> Prepared:
+    """FlashAttention-4 where its flags express the variant: full, causal,
+    causal sliding window, each with an optional softcap."""
+    if problem.spec.normalizer != "softmax":
+        raise Unsupported(f"FA4 has no {problem.spec.normalizer} normaliser")
+    if not flash_attn_cute_available():
+        raise Unsupported("flash-attn-4 (flash_attn.cute) is not installed")
+    structure = problem.structure
+    if structure not in ("full", "causal") and problem.window is None:
+        raise Unsupported(f"FA4 flags cannot express a {structure or 'general'} mask")
+    softcap = 0.0
+    if problem.spec.score_mod is not None:
+        cap = softcap_of(problem.mods.score_mod, problem.device)
+        if cap is None:
+            raise Unsupported("FA4 flags cannot express this score_mod (only softcap)")
+        softcap = cap
+    from flash_attn.cute import flash_attn_func  # optional: flash-attn-4
+
+    window = (problem.window - 1, 0) if problem.window is not None else (None, None)
+    # FA4 takes [B, S, H, D]; the transposes are the user's one-off layout work.
+    q, k, v = (t.transpose(1, 2).contiguous() for t in (problem.q, problem.k, problem.v))
+    kwargs = dict(softmax_scale=problem.scale, causal=structure != "full", window_size=window,
+                  softcap=softcap)
+    note = ", ".join(x for x in ("window" if problem.window else "",
+                                 "softcap" if softcap else "") if x)
+    return Prepared(lambda: flash_attn_func(q, k, v, **kwargs), note=note,
+                    to_standard=lambda r: first_tensor(r).transpose(1, 2))
+
+
+PEERS: dict[str, Peer] = {p.name: p for p in (
+    Peer("eager", "the spec's reference(q, k, v, **aux) in the input dtype", prepare_eager),
+    Peer("eager_fp32", "the spec's reference on float32 copies, output cast back",
+         prepare_eager_fp32),
+    Peer("sdpa", "torch.nn.functional.scaled_dot_product_attention", prepare_sdpa, _sdpa_check),
+    Peer("flex_triton", "torch.compile(flex_attention), Triton backend",
+         make_flex_preparer("TRITON"), _softmax_only("FlexAttention")),
+    Peer("flex_flash", "torch.compile(flex_attention), kernel_options BACKEND=FLASH",
+         make_flex_preparer("FLASH"), _softmax_only("FlexAttention")),
+    Peer("fa4", "flash_attn.cute.flash_attn_func", prepare_fa4, _softmax_only("FA4")),
+)}
+
+
+def get_peer(name: str) -> Peer:
+    if name not in PEERS:
+        raise ValueError(f"unknown peer {name!r}; known: {list(PEERS)}")
+    return PEERS[name]
+
+
+# -- the peers as verify() candidates -----------------------------------------------------------
 
 class PeerImpl:
-    """A peer bound to a spec. Pickles as (kind, spec path, options)."""
+    """A peer bound to a spec, called as impl(q, k, v, scale=None, **aux) with
+    exact=True. Pickles as (peer name, spec path, options)."""
 
-    def __init__(self, kind: str, spec: Spec, **options: object) -> None:
-        if kind != "eager" and not spec.mods_describe_reference:
-            raise UnsupportedSpec(f"{spec.name}: its reference does more than its mods say "
-                                  f"(it has none), so {kind} cannot compute it")
-        self.kind, self.spec, self.options = kind, spec, options
-        self.name = f"{kind}[{spec.name}]"
-        self._call: Callable[..., object] = _BUILDERS[kind](spec, **options)
+    def __init__(self, peer: str | Peer, spec: Spec, **options: object) -> None:
+        self.peer = get_peer(peer) if isinstance(peer, str) else peer
+        if not self.peer.name.startswith("eager") and not spec.mods_describe_reference:
+            raise Unsupported(f"{spec.name}: its reference does more than its mods say "
+                              f"(it has none), so {self.peer.name} cannot compute it")
+        _require(self.peer.check, spec)
+        self.spec, self.options = spec, options  # options: the peer's prepare's keywords
+        self.name = f"{self.peer.name}[{spec.name}]"
 
-    def __call__(self, q, k, v, scale=None, **aux):
-        return self._call(q, k, v, scale=scale, **aux)
+    def __call__(self, q, k, v, scale=None, **aux):  # noqa: ANN001, ANN204
+        d, dv = q.shape[3], v.shape[3]
+        shape = Shape(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], d,
+                      dv if dv != d else None)
+        scale = scale if scale is not None else (
+            self.spec.scale if self.spec.scale is not None else default_scale(d))
+        problem = PeerProblem(self.spec, shape, q.dtype, q, k, v, aux,
+                              bind_mods(self.spec, aux), float(scale))
+        return self.peer.prepare(problem, exact=True, **self.options).run()
 
-    def __reduce__(self):
+    def __reduce__(self):  # noqa: ANN204
         if self.spec.path is None:
             raise TypeError(f"{self.name}: a spec built in memory cannot be sent to a worker")
-        return (_rebuild, (self.kind, str(self.spec.path), self.options))
+        return (_rebuild, (self.peer.name, str(self.spec.path), self.options))
 
 
-def _rebuild(kind: str, path: str, options: dict) -> PeerImpl:
-    return PeerImpl(kind, load(path), **options)
-
-
-def _build_eager(spec: Spec, compute_dtype: torch.dtype = torch.float32
-                 ) -> Callable[..., object]:
-    # The reference run in bf16 end to end (scores, softmax) misses bf16
-    # tolerances by design; fp32 is how a user would run it for accuracy.
-    def eager(q, k, v, scale=None, **aux):
-        up = lambda t: t.to(compute_dtype) if t.is_floating_point() else t
-        result = spec.reference(up(q), up(k), up(v), **{n: up(t) for n, t in aux.items()})
-        if isinstance(result, tuple):
-            return result[0].to(q.dtype), result[1].float()
-        return result.to(q.dtype)
-    return eager
-
-
-def _build_sdpa(spec: Spec) -> Callable[..., object]:
-    if spec.normalizer != "softmax":
-        raise UnsupportedSpec(f"SDPA computes softmax attention; {spec.name} uses "
-                              f"{spec.normalizer}")
-    if not additive_bias_only(spec):
-        raise UnsupportedSpec(f"SDPA takes an additive bias; {spec.name}'s score_mod is not one")
-
-    def sdpa(q, k, v, scale=None, **aux):
-        mods = bind_mods(spec, aux)
-        b, hq, sq, sk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-        allowed = dense_mask(mods, b, hq, sq, sk, q.device)
-        if spec.score_mod is None:
-            mask = allowed
-        else:
-            bias = apply_score_mod(mods, torch.zeros(b, hq, sq, sk, device=q.device))
-            bias = bias.masked_fill(~allowed, float("-inf"))
-            # Softmax ignores a per-row shift: moving the row max to 0 keeps the keys
-            # that matter precise. The bias stays fp32: CUDA SDPA wants it in q's
-            # dtype, and a bf16 ALiBi bias on long rows misses bf16 tolerances, so
-            # on CUDA this peer runs SDPA in fp32 and rounds the output back.
-            row_max = bias.amax(-1, keepdim=True)
-            mask = bias - torch.where(torch.isinf(row_max), 0.0, row_max)
-        dtype = q.dtype
-        if spec.score_mod is not None and q.device.type == "cuda":
-            q, k, v = q.float(), k.float(), v.float()
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
-        out = out.to(dtype)
-        # Rows with no allowed key: SDPA's result there is not specified; ours is 0.
-        return out.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
-    return sdpa
-
-
-def _build_flex(spec: Spec, compile: bool = False) -> Callable[..., object]:
-    from torch.nn.attention.flex_attention import (
-        AuxRequest,
-        create_block_mask,
-        flex_attention,
-    )
-    if spec.normalizer != "softmax":
-        raise UnsupportedSpec(f"FlexAttention computes softmax attention; {spec.name} uses "
-                              f"{spec.normalizer}")
-    attend = torch.compile(flex_attention, dynamic=False) if compile else flex_attention
-
-    def flex(q, k, v, scale=None, **aux):
-        mods: BoundMods = bind_mods(spec, aux)
-        block_mask = None
-        if mods.mask_mod is not None:
-            block_mask = create_block_mask(mods.mask_mod, q.shape[0], q.shape[1], q.shape[2],
-                                           k.shape[2], device=q.device)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*flex_attention called without")
-            out, aux_out = attend(q, k, v, score_mod=mods.score_mod, block_mask=block_mask,
-                                  scale=scale, enable_gqa=q.shape[1] != k.shape[1],
-                                  return_aux=AuxRequest(lse=True))
-        return out, aux_out.lse
-    return flex
-
-
-_BUILDERS: dict[str, Callable[..., Callable[..., object]]] = {
-    "eager": _build_eager, "sdpa": _build_sdpa, "flex": _build_flex,
-}
+def _rebuild(peer: str, path: str, options: dict) -> PeerImpl:
+    return PeerImpl(peer, load(path), **options)
 
 
 @impl_factory
-def eager_impl(spec: Spec, compute_dtype: torch.dtype = torch.float32) -> PeerImpl:
-    return PeerImpl("eager", spec, compute_dtype=compute_dtype)
+def eager_impl(spec: Spec) -> PeerImpl:
+    """The spec's reference on float32 copies (the eager_fp32 peer)."""
+    return PeerImpl("eager_fp32", spec)
 
 
 @impl_factory
 def sdpa_impl(spec: Spec) -> PeerImpl:
-    """Raises UnsupportedSpec if SDPA cannot express the spec."""
+    """Raises Unsupported if SDPA cannot express the spec."""
     return PeerImpl("sdpa", spec)
 
 
 @impl_factory
 def flex_impl(spec: Spec, compile: bool = False) -> PeerImpl:
-    """Raises UnsupportedSpec if FlexAttention cannot express the spec."""
-    return PeerImpl("flex", spec, compile=compile)
+    """FlexAttention, eager unless `compile`; raises Unsupported if it cannot
+    express the spec."""
+    return PeerImpl("flex_triton", spec, compiled=compile)

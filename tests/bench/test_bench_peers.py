@@ -13,17 +13,23 @@ from bench_specs import TINY, alibi_score, make_spec, softcap_score
 
 from cubridge.bench.case import Case
 from cubridge.bench.check import check_output, tolerance_for
-from cubridge.bench.mods import eval_score_bias, index_grid, softcap_of
 from cubridge.bench.oracle import float64_reference
 from cubridge.bench.ours import external_impl, load_callable
-from cubridge.bench.peers import PEERS, Unsupported, make_flex_preparer, peer_impls
+from cubridge.bench.peers import PEERS, Unsupported, peer_impls
 from cubridge.bench.runner import BenchConfig, build_case
+from cubridge.spec.grids import eval_score_bias, index_grid, softcap_of
+from cubridge.verify.peers import make_flex_preparer
 
 CPU = BenchConfig(seq_lens=(64,), configs=("tiny",), tokens=128, device="cpu")
 
 
 def case_for(spec, seq_len: int = 64) -> Case:
     return build_case(spec, TINY, seq_len, CPU)
+
+
+def timed(name: str):
+    """The registry's peer as the benchmark times it: prepare(case)."""
+    return peer_impls([name])[0].prepare
 
 
 def passes(prepare, case: Case) -> tuple[bool, str]:
@@ -38,9 +44,9 @@ def passes(prepare, case: Case) -> tuple[bool, str]:
 @pytest.mark.parametrize("name", ["full", "causal", "document_causal", "alibi_causal",
                                   "softcap_causal", "sigmoid_causal"])
 def test_eager_peers_run_the_spec_reference_and_verify(specs, name):
-    ok, note = passes(PEERS["eager"], case_for(specs[name]))
+    ok, note = passes(timed("eager"), case_for(specs[name]))
     assert ok and note == "spec reference"
-    ok, note = passes(PEERS["eager_fp32"], case_for(specs[name]))
+    ok, note = passes(timed("eager_fp32"), case_for(specs[name]))
     assert ok and note == "float32 compute"
 
 
@@ -48,7 +54,7 @@ def test_eager_peers_run_the_spec_reference_and_verify(specs, name):
                                        ("document_causal", "dense mask"),
                                        ("alibi_causal", "dense bias")])
 def test_sdpa_expresses_masks_and_additive_biases(specs, name, note):
-    ok, got_note = passes(PEERS["sdpa"], case_for(specs[name]))
+    ok, got_note = passes(timed("sdpa"), case_for(specs[name]))
     assert ok and got_note == note
 
 
@@ -56,7 +62,7 @@ def test_sdpa_expresses_masks_and_additive_biases(specs, name, note):
                                       ("sigmoid_causal", "no sigmoid normaliser")])
 def test_sdpa_refuses_what_it_cannot_express(specs, name, why):
     with pytest.raises(Unsupported, match=why):
-        PEERS["sdpa"](case_for(specs[name]))
+        PEERS["sdpa"].prepare(case_for(specs[name]))
 
 
 @pytest.mark.slow
@@ -64,18 +70,19 @@ def test_sdpa_refuses_what_it_cannot_express(specs, name, why):
 @pytest.mark.parametrize("name", ["causal", "document_causal", "alibi_causal"])
 def test_flex_block_mask_and_score_mod_verify(specs, name):
     # FlexAttention's eager path on CPU: same BlockMask and mods as the compiled peer.
-    ok, _ = passes(make_flex_preparer("TRITON", compiled=False), case_for(specs[name], 128))
+    flex = make_flex_preparer("TRITON", compiled=False)
+    ok, _ = passes(lambda case: flex(case), case_for(specs[name], 128))
     assert ok
 
 
 def test_flash_backed_peers_report_missing_flash_attn_4(specs):
-    from cubridge.bench.peers import flash_attn_cute_available
+    from cubridge.verify.peers import flash_attn_cute_available
 
     if flash_attn_cute_available():
         pytest.skip("flash-attn-4 is installed here")
     for name in ("fa4", "flex_flash"):
         with pytest.raises(Unsupported, match="flash-attn-4"):
-            PEERS[name](case_for(specs["causal"]))
+            PEERS[name].prepare(case_for(specs["causal"]))
 
 
 def test_score_mod_analysis():
@@ -199,12 +206,12 @@ def test_fa4_flags_express_causal_window_and_softcap(specs, fake_fa4):
                         (specs["softcap_causal"], dict(causal=True, window_size=(None, None),
                                                        softcap=30.0))]:
         fake_fa4.CALLS.clear()
-        ok, _ = passes(PEERS["fa4"], case_for(spec))
+        ok, _ = passes(timed("fa4"), case_for(spec))
         assert ok, spec.name
         assert fake_fa4.CALLS[0] == flags, spec.name
     for name in ("document_causal", "alibi_causal"):
         with pytest.raises(Unsupported, match="FA4 flags cannot express"):
-            PEERS["fa4"](case_for(specs[name]))
+            timed("fa4")(case_for(specs[name]))
 
 
 def test_ours_from_a_folder_of_run_directories_picks_each_variants_newest(specs, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from bench_specs import make_spec
 
-from cubridge.bench.peers import PEERS, Impl, Prepared, peer_impls
+from cubridge.bench.peers import Impl, Prepared, peer_impls
 from cubridge.bench.runner import BenchConfig, run_bench
 from cubridge.bench.timing import wallclock_timer
 
@@ -57,7 +57,8 @@ def off_by_one_causal(case) -> Prepared:
 @pytest.mark.slow
 def test_wrong_impl_is_flagged_and_never_timed(specs):
     timer = CountingTimer()
-    impls = [timer.for_impl("sdpa", PEERS["sdpa"]), timer.for_impl("buggy", off_by_one_causal)]
+    impls = [timer.for_impl("sdpa", peer_impls(["sdpa"])[0].prepare),
+             timer.for_impl("buggy", off_by_one_causal)]
     results = run_bench([specs["causal"]], impls, CPU, timer, progress=lambda _: None)
     assert len(results) == 4  # 2 configs x 2 lengths
     for r in results:
@@ -114,7 +115,7 @@ def test_no_reference_means_nothing_is_timed(specs):
 
     spec = make_spec("broken", reference=broken_reference)
     timer = CountingTimer()
-    results = run_bench([spec], [timer.for_impl("sdpa", PEERS["sdpa"])],
+    results = run_bench([spec], [timer.for_impl("sdpa", peer_impls(["sdpa"])[0].prepare)],
                         BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu"),
                         timer, progress=lambda _: None)
     (r,) = results

@@ -81,4 +81,4 @@ def test_cli_registers_build_and_kernels(capsys):
     assert main(["kernels"]) == 0
     assert "fa_sm80" in capsys.readouterr().out
     assert main(["build", "not_a_kernel"]) == 2
-    assert "no build recipe" in capsys.readouterr().err
+    assert "no kernel 'not_a_kernel' in the library" in capsys.readouterr().err

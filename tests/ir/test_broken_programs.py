@@ -86,7 +86,7 @@ MUTANTS = [
     Mutant("missing_wait_group", SM90,
            "            self.wait_group(1 if prev is not None else 0)  # S(n) ready; PV may be in "
            "flight\n", "",
-           (Expect(HazardError, "s = self.load(s_acc)", "consumer0"),)),
+           (Expect(HazardError, "s, allowed = self.scores(s_acc", "consumer0"),)),
     Mutant("release_before_wait_group", SM90,
            "                self.wait_group(0)  # PV of the previous block retired: release its "
            "V slot\n                self.v_empty[prev.index].arrive()\n",
@@ -178,7 +178,7 @@ def test_race_that_shows_under_one_policy_only_is_caught_by_comparing_policies(
         attention_fn(cls, policy="all")(*_problem())
     msg = str(info.value)
     assert "depends on the scheduling policy" in msg
-    store = _line(path, "self.copy(self.lse.tile(b, h, start=row0, rows=rows), lse)")
+    store = _line(path, "self.epilogue(softmax, o_acc, b, h, row0, rows)")
     assert f"{path.name}:{store}" in msg
     assert "consumer0" in msg and "consumer1" in msg
 

@@ -102,7 +102,7 @@ def test_docs_cuir_md_is_generated_and_fresh() -> None:
         "docs/cuir.md is stale: run python -m cubridge.ir.docgen")
     for needle in ("### `KernelBase.copy_async(", "### `Barrier.arrive_expect_tx(",
                    "### `KernelBase.gemm_async(", "### `tile_math.exp2(",
-                   "### `KernelBase.block_kind(", "class FaSm90(KernelBase)"):
+                   "### `KernelBase.block_kind(", "class FaSm90(AttentionKernelBase)"):
         assert needle in text
 
 

@@ -11,13 +11,15 @@ import pytest
 import torch
 
 from cubridge.build import compile_cuda
-from cubridge.build.attention_op import AuxArgs, FwdParams
 from cubridge.build.resources import LIBRARY_SPILL_BYTES
-from cubridge.kernels import fa_sm80
+from cubridge.kernels import get_kernel
+from cubridge.kernels.abi import AuxArgs, FwdParams
+
+fa_sm80 = get_kernel("fa_sm80")
 
 pytestmark = [pytest.mark.nvcc, pytest.mark.slow]
 HOOKS = Path(__file__).parent / "hooks"
-ARCHS = fa_sm80.metadata().compile_only_archs
+ARCHS = fa_sm80.metadata.compile_only_archs
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -25,8 +27,8 @@ ARCHS = fa_sm80.metadata().compile_only_archs
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_library_kernel_stays_within_its_register_budget(arch, d, dtype, causal):
-    compiled = fa_sm80.compile_for(d, dtype, arch, causal=causal)
-    entry = fa_sm80.metadata().entry
+    compiled = fa_sm80.compile(d, dtype, arch, causal=causal)
+    entry = fa_sm80.metadata.entry
     for name in (entry, f"{entry}_long"):  # the launcher's two entry points
         res = compiled.resources_of(name)
         assert res.arch == arch and res.registers <= 255
@@ -42,9 +44,9 @@ def test_library_kernel_stays_within_its_register_budget(arch, d, dtype, causal)
 def test_hook_headers_compile_into_the_kernel(header, arch):
     """Headers that use every hook point compile (D=128 is at the 255-register
     limit, so heavy hooks may spill a little: reported in the artifact, not failed)."""
-    compiled = fa_sm80.compile_for(128, torch.bfloat16, arch,
+    compiled = fa_sm80.compile(128, torch.bfloat16, arch,
                                    hooks_header=(HOOKS / header).read_text())
-    res = compiled.resources_of(fa_sm80.metadata().entry)
+    res = compiled.resources_of(fa_sm80.metadata.entry)
     assert res.registers <= 255
     assert (compiled.directory / "resources.json").is_file()
 
@@ -56,7 +58,7 @@ def test_host_params_struct_matches_the_kernel(tmp_path):
     for name, *_ in FwdParams._fields_:
         offset = getattr(FwdParams, name).offset
         checks.append(f"static_assert(offsetof(FwdParams, {name}) == {offset}, \"{name}\");")
-    source = (f'#include <cstddef>\n#include "{fa_sm80.metadata().source}"\n'
+    source = (f'#include <cstddef>\n#include "{fa_sm80.metadata.source}"\n'
               + "\n".join(checks) + "\n")
     compiled = compile_cuda(source, arch="sm_80", defines={"CUBRIDGE_HEAD_DIM": 128},
                             cache_dir=tmp_path)
@@ -65,13 +67,13 @@ def test_host_params_struct_matches_the_kernel(tmp_path):
 
 def test_causal_and_generated_hooks_are_exclusive():
     with pytest.raises(ValueError, match="causal=True applies to the default hooks only"):
-        fa_sm80.compile_for(128, torch.bfloat16, "sm_90a", causal=True, hooks_header="x")
+        fa_sm80.compile(128, torch.bfloat16, "sm_90a", causal=True, hooks_header="x")
 
 
 def test_patched_source_text_builds_against_the_kernel_headers():
     """Lowering may hand over a patched copy of fa_sm80.cu as text."""
-    text = fa_sm80.metadata().source.read_text() + "\n// patched by lowering\n"
-    original = fa_sm80.compile_for(64, torch.bfloat16, "sm_80")
-    patched = fa_sm80.compile_for(64, torch.bfloat16, "sm_80", source=text)
+    text = fa_sm80.metadata.source.read_text() + "\n// patched by lowering\n"
+    original = fa_sm80.compile(64, torch.bfloat16, "sm_80")
+    patched = fa_sm80.compile(64, torch.bfloat16, "sm_80", source=text)
     assert patched.key != original.key
-    assert not patched.resources_of(fa_sm80.metadata().entry).spills
+    assert not patched.resources_of(fa_sm80.metadata.entry).spills

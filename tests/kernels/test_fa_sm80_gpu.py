@@ -11,7 +11,11 @@ import pytest
 import torch
 from kernel_helpers import reference_attention, rel_error, requires_gpu, tolerance
 
-from cubridge.kernels import fa_sm80
+from cubridge.build.attention_op import register
+from cubridge.build.driver import device_arch
+from cubridge.kernels import get_kernel
+
+fa_sm80 = get_kernel("fa_sm80")
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 HOOKS = Path(__file__).parent / "hooks"
@@ -103,8 +107,8 @@ def test_elementwise_normaliser_has_no_lse():
 
 def test_custom_op_under_torch_compile_and_opcheck():
     q, k, v = _inputs(1, 4, 4, 256, 256, 128, torch.bfloat16)
-    kernel = fa_sm80.kernel_for(128, torch.bfloat16, fa_sm80.device_arch(q.device), True)
-    key = fa_sm80.register(kernel)
+    kernel = fa_sm80.launchable(128, torch.bfloat16, device_arch(q.device), causal=True)
+    key = register(kernel)
     scale = 1 / math.sqrt(128)
 
     def f(q, k, v):
@@ -150,7 +154,7 @@ def test_passes_the_verifier(name):
 def test_kernel_spec_passes_the_verifier():
     verify = pytest.importorskip("cubridge.verify")
     spec_mod = pytest.importorskip("cubridge.spec.loader")
-    spec = spec_mod.load(REPO / "cubridge" / "kernels" / "fa_sm80" / "spec.py")
+    spec = spec_mod.load(REPO / "cubridge" / "kernels" / "common" / "standard_attention_spec.py")
     report = verify.verify(spec, lambda q, k, v, scale=None: fa_sm80.attention(q, k, v, scale),
                            device="cuda")
     assert report.passed, report.summary()
@@ -164,7 +168,7 @@ def test_agrees_with_its_cuir(causal, d):
     agree far more closely than either needs to agree with float64."""
     ir = pytest.importorskip("cubridge.ir")
     cuir = pytest.importorskip("cubridge.kernels.fa_sm80.cuir")
-    cfg = vars(fa_sm80.metadata().config(d))
+    cfg = vars(fa_sm80.metadata.config(d))
     program = ir.attention_fn(cuir.FaSm80, causal=causal, **cfg)
     q, k, v = _inputs(1, 4, 2, 200, 150, d, torch.bfloat16)
     out, lse = fa_sm80.attention(q, k, v, causal=causal)
@@ -182,7 +186,7 @@ def test_entry_point_under_torch_compile_and_patched_source():
     compiled = torch.compile(lambda q, k, v: fa_sm80.attention(q, k, v, causal=True)[0] * 2)
     ref, _ = reference_attention(q, k, v, mask=_causal)
     assert rel_error(compiled(q, k, v) / 2, ref) < tolerance(torch.bfloat16)
-    text = fa_sm80.metadata().source.read_text() + "\n// patched by lowering\n"
+    text = fa_sm80.metadata.source.read_text() + "\n// patched by lowering\n"
     out, _ = fa_sm80.attention(q, k, v, causal=True, source=text)
     assert torch.equal(out, fa_sm80.attention(q, k, v, causal=True)[0])
 
@@ -192,7 +196,7 @@ def test_blocks_past_the_visit_list_are_classified_on_the_fly(cap):
     """A CTA lists at most CUBRIDGE_VISIT_CAP live key blocks; later ones are
     found by classifying on the fly. Lowered here, so short sequences cross it:
     EMPTY runs, per-warp kinds and the key tail on both sides of the boundary."""
-    source = f"#define CUBRIDGE_VISIT_CAP {cap}\n" + fa_sm80.metadata().source.read_text()
+    source = f"#define CUBRIDGE_VISIT_CAP {cap}\n" + fa_sm80.metadata.source.read_text()
     q, k, v = _inputs(1, 4, 4, 300, 700, 64, torch.float16)
     out, lse = fa_sm80.attention(
         q, k, v, hooks_header=(HOOKS / "alternate_blocks.cuh").read_text(), source=source)
@@ -217,7 +221,7 @@ def test_staged_reads_match_the_spec_in_both_entry_points(cap):
     spec = load(Path(__file__).parents[2] / "examples" / "specs" / "document_causal.py")
     header = generate_header(plan_hooks(spec))
     assert "constexpr int kKeyStaged = 1;" in header.text
-    source = f"#define CUBRIDGE_VISIT_CAP {cap}\n" + fa_sm80.metadata().source.read_text()
+    source = f"#define CUBRIDGE_VISIT_CAP {cap}\n" + fa_sm80.metadata.source.read_text()
     shape = Shape(2, 4, 2, 700, 650, 128)
     q, k, v = _inputs(shape.b, shape.hq, shape.hk, shape.sq, shape.sk, shape.d, torch.bfloat16)
     aux = spec.make_aux(shape, torch.Generator().manual_seed(5), torch.device("cuda"))

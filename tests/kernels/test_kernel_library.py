@@ -11,12 +11,14 @@ from kernel_helpers import reference_attention
 
 from cubridge.build import NoGpuError, UnsupportedArchError
 from cubridge.build.driver import require_cuda_device
-from cubridge.kernels import KERNELS_DIR, fa_sm80, list_kernels, load_metadata
+from cubridge.kernels import KERNELS_DIR, get_kernel, kernel_names, list_kernels, load_kernel
+
+fa_sm80 = get_kernel("fa_sm80")
 
 
 def test_registry_lists_fa_sm80_with_its_metadata():
-    assert "fa_sm80" in list_kernels()
-    meta = load_metadata("fa_sm80")
+    assert "fa_sm80" in kernel_names()
+    meta = get_kernel("fa_sm80").metadata
     assert meta.entry == "fa_sm80_fwd" and meta.source.name == "fa_sm80.cu"
     assert set(meta.head_dims) == {64, 128}
     assert set(meta.dtypes) == {torch.bfloat16, torch.float16}
@@ -25,34 +27,53 @@ def test_registry_lists_fa_sm80_with_its_metadata():
     assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.stages) == (128, 64, 4, 2)
     with pytest.raises(ValueError, match="no tile config for head dim 96"):
         meta.config(96)
-    with pytest.raises(ValueError, match="no kernel 'nope'"):
-        load_metadata("nope")
+    with pytest.raises(ValueError, match="no kernel 'nope' in the library"):
+        get_kernel("nope")
 
 
 def test_bad_metadata_names_file_and_field(tmp_path, monkeypatch):
-    raw = json.loads((KERNELS_DIR / "fa_sm80" / "metadata.json").read_text())
+    raw = json.loads((KERNELS_DIR / "fa_sm80" / "metadata.json").read_text()) | {"spec": "spec.py"}
     del raw["entry"]
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "metadata.json").write_text(json.dumps(raw))
     (tmp_path / "broken" / "fa_sm80.cu").write_text("")
-    monkeypatch.setattr("cubridge.kernels.KERNELS_DIR", tmp_path)
+    (tmp_path / "broken" / "spec.py").write_text("")
     with pytest.raises(ValueError, match=r"broken/metadata.json: missing field 'entry'"):
-        load_metadata("broken")
+        load_kernel(tmp_path / "broken")
 
 
-def test_metadata_config_matches_the_cuir_program():
-    cuir = pytest.importorskip("cubridge.kernels.fa_sm80.cuir")
-    program = cuir.FaSm80()  # its defaults are the config the CUDA kernel is built with
-    for d in fa_sm80.metadata().head_dims:
-        cfg = fa_sm80.metadata().config(d)
-        assert {name: getattr(program, name) for name in vars(cfg)} == vars(cfg)
-        cuir.FaSm80(**vars(cfg))  # and the CuIR accepts every config the metadata lists
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_metadata_config_matches_the_cuir_program(kernel):
+    """The contract of every library entry: its CuIR's defaults are the config the
+    CUDA kernel is built with, and the CuIR accepts every config the metadata lists."""
+    program_class = kernel.cuir_class()
+    program = program_class()
+    first = kernel.cuir_config(kernel.metadata.head_dims[0])
+    assert {name: getattr(program, name) for name in first} == first
+    for d in kernel.metadata.head_dims:
+        program_class(**kernel.cuir_config(d))
+        assert set(kernel.compile_defines(d, kernel.metadata.dtypes[0])) >= {
+            kernel.metadata.defines["head_dim"]}
+
+
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_every_entry_runs_its_cuir_against_its_spec_on_the_cpu(kernel):
+    from cubridge.attention import Shape
+    from cubridge.ir import attention_fn
+    from cubridge.verify import verify
+
+    spec = kernel.spec()
+    d = kernel.metadata.head_dims[0]
+    fn = attention_fn(kernel.cuir_class(), **kernel.cuir_config(d))
+    report = verify(spec, fn, shapes=[Shape(1, 2, 1, 70, 130, d)], dtypes=["bf16"], seed=0,
+                    require_lse=spec.returns_lse)
+    assert report.passed, report.table()
 
 
 def test_spec_file_loads_and_matches_float64_attention():
     loader = pytest.importorskip("cubridge.spec.loader")
-    spec = loader.load(KERNELS_DIR / "fa_sm80" / "spec.py")
-    assert spec.name == "fa_sm80" and spec.returns_lse
+    spec = loader.load(KERNELS_DIR / "common" / "standard_attention_spec.py")
+    assert spec.name == "standard_attention" and spec.returns_lse
     q, k, v = torch.randn(1, 4, 9, 64), torch.randn(1, 2, 11, 64), torch.randn(1, 2, 11, 64)
     out, lse = spec.reference(q.double(), k.double(), v.double())
     ref, ref_lse = reference_attention(q, k, v)
@@ -94,4 +115,4 @@ def test_no_gpu_is_a_clear_error():
 
 def test_too_old_arch_is_rejected():
     with pytest.raises(UnsupportedArchError, match="needs sm_80 or newer; this device is sm_75"):
-        fa_sm80.compile_for(128, torch.bfloat16, "sm_75")
+        fa_sm80.compile(128, torch.bfloat16, "sm_75")

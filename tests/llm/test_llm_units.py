@@ -100,14 +100,15 @@ def test_budget_tracker_checks_before_and_counts_after():
 
 
 def test_templates_are_strict():
-    assert set(template_names()) >= {"feedback", "edit_actions"}
+    assert set(template_names()) >= {"feedback"}
+    assert set(template_names("cubridge.llm_path")) >= {"edit_actions", "lift", "transfer"}
     text = render("feedback", error="edit 2: line 340 beyond end of file (312 lines)")
     assert "edit 2: line 340 beyond end of file (312 lines)" in text and "{{" not in text
     with pytest.raises(TemplateError, match=r"no value for error \(line 3\)"):
         render("feedback")
     with pytest.raises(TemplateError, match="unused variable"):
         render("feedback", error="e", eror="typo")
-    with pytest.raises(TemplateError, match="no prompt template 'nope'.*available: edit_actions"):
+    with pytest.raises(TemplateError, match="no prompt template .nope.*available: feedback"):
         render("nope")
     # Substituted text is not scanned again: kernel code with braces is safe.
     assert substitute("A {{x}} B", {"x": "{{y}} {{ z }}"}) == "A {{y}} {{ z }} B"

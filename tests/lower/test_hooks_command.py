@@ -17,7 +17,7 @@ def test_hooks_command_writes_the_artifacts(tmp_path, capsys):
     manifest = json.loads((tmp_path / "aux_manifest.json").read_text())
     assert manifest["classification"] == "interval"
     assert [a["name"] for a in manifest["aux"]] == ["prefix_len"]
-    assert "class Target(FaSm80):" in (tmp_path / "target_cuir.py").read_text()
+    assert "class Target(FaSm90):" in (tmp_path / "target_cuir.py").read_text()  # sm_90a
     assert "blocks by interval" in capsys.readouterr().out
 
 

@@ -25,8 +25,9 @@ SHAPES = [Shape(2, 16, 2, 200, 127, 128), Shape(1, 4, 4, 65, 300, 128),
 
 
 def _impl(spec):
-    from cubridge.kernels import fa_sm80
+    from cubridge.kernels import get_kernel
 
+    fa_sm80 = get_kernel("fa_sm80")
     header = generate_header(plan_hooks(spec))
 
     def attention(q, k, v, scale=None, **aux):

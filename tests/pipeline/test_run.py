@@ -19,22 +19,24 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     out = tmp_path / "run"
     result = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=lines.append))
     assert "no CUDA GPU" in result.stopped
-    assert list(result.stages) == ["check", "load", "transfer", "verify-ir", "lower", "compile"]
+    assert list(result.stages) == ["check", "load", "route", "transfer", "verify-ir", "lower",
+                                   "compile"]
     assert "long case" in (out / "spec_check.txt").read_text()
     assert "PASS" in result.stages["verify-ir"].summary
-    for name in ("spec.py", "target_cuir.py", "cubridge_hooks.cuh", "fa_sm80.cu", "kernel.py",
-                 "verify_ir.txt", "report.md", "resources.json", "spec_check.txt"):
+    for name in ("spec.py", "plan.json", "target_cuir.py", "cubridge_hooks.cuh", "kernel.cu",
+                 "aux_manifest.json", "lower.json", "kernel.py", "verify_ir.txt", "report.md",
+                 "resources.json", "spec_check.txt"):
         assert (out / name).is_file(), name
     assert list(out.glob("*.cubin")), "no cubin written"
     header = (out / "cubridge_hooks.cuh").read_text()
     assert "tanh" in header  # the softcap reached the CUDA hooks
-    assert "class Target(FaSm80)" in (out / "target_cuir.py").read_text()
+    assert "class Target(FaSm90)" in (out / "target_cuir.py").read_text()  # sm_90a: fa_sm90
 
     again: list[str] = []
     second = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=again.append))
     assert second.stopped == result.stopped
-    stage_lines = [x for x in again if x.startswith("[") and not x.startswith("[path]")]
-    assert len(stage_lines) == 6
+    stage_lines = [x for x in again if x.startswith("[")]
+    assert len(stage_lines) == 7
     assert all(x.split("] ")[1].startswith("cached") for x in stage_lines), stage_lines
 
 
@@ -47,3 +49,56 @@ def test_run_reports_a_bad_spec_with_its_location(tmp_path):
         run(bad, RunOptions(out=tmp_path / "run", log=lambda _: None))
     assert "bad.py" in str(err.value)
     assert not (tmp_path / "run").exists()  # nothing half-made for a spec that never loaded
+
+
+@pytest.mark.slow  # the spec check and verify-ir at the long case: ~15 s
+def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
+    """The route traces the mods once; transfer and lowering use that plan, and the
+    run directory's kernel.py rebuilds the variant from plan.json without tracing."""
+    import json
+
+    from cubridge.pipeline import variant
+    from cubridge.transfer import hooks
+
+    calls: list[str] = []
+    real = hooks.trace_mask_mod
+
+    def counting(*args, **kwargs):
+        calls.append("mask_mod")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hooks, "trace_mask_mod", counting)
+    monkeypatch.setattr("cubridge.pipeline.run.nvcc_available", lambda: False)
+    out = tmp_path / "run"
+    result = run(SPECS / "document_causal.py", RunOptions(out=out, log=lambda _: None))
+    assert "nvcc not found" in result.stopped and calls == ["mask_mod"]
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["path"] == "rules" and plan["kernel"] == "fa_sm90"  # the sm_90a default
+    assert plan["hooks"]["classification"] == "table"
+    assert plan["hooks"]["table_block"] == [64, 128]  # fa_sm90's per-warpgroup tile
+
+    def no_tracing(*args, **kwargs):
+        raise AssertionError("traced again")
+
+    monkeypatch.setattr(hooks, "trace_mask_mod", no_tracing)
+    loaded = variant.load_variant(out)
+    assert loaded.hooks is not None
+    assert loaded.hooks.plan.to_json() == result.kernel.hooks.plan.to_json()
+    assert loaded.hooks.text == (out / "cubridge_hooks.cuh").read_text()
+
+
+@pytest.mark.slow  # verify-ir at the long case, in every dtype: ~10 s
+def test_transfer_command_tries_the_rules_first(tmp_path, capsys):
+    """`cubridge transfer` routes like `cubridge run`: a spec whose mods trace
+    into the hooks gets the rules' target, verified, and no LLM is asked."""
+    import json
+
+    from cubridge.cli import main
+
+    out = tmp_path / "run"
+    assert main(["transfer", "--spec", str(SPECS / "causal.py"), "--out", str(out)]) == 0
+    assert f"{out / 'target_cuir.py'}" in capsys.readouterr().out
+    assert json.loads((out / "plan.json").read_text())["path"] == "rules"
+    assert "class Target(FaSm90)" in (out / "target_cuir.py").read_text()  # sm_90a: fa_sm90
+    assert "PASS" in (out / "verify_ir.txt").read_text()
+    assert not (out / "llm").exists()

@@ -16,10 +16,10 @@ import torch
 from hook_variants import VARIANTS
 
 from cubridge.attention import Shape
+from cubridge.ir import BlockKind
 from cubridge.spec import load
 from cubridge.transfer import expr, interval
 from cubridge.transfer.expr import DType
-from cubridge.transfer.interval import BlockKind
 from cubridge.transfer.trace import trace_mask_mod
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"

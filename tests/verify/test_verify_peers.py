@@ -10,7 +10,7 @@ import pytest
 from cubridge.attention import Shape
 from cubridge.spec import load
 from cubridge.verify import verify
-from cubridge.verify.peers import UnsupportedSpec, eager_impl, flex_impl, sdpa_impl
+from cubridge.verify.peers import Unsupported, eager_impl, flex_impl, sdpa_impl
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
 SPECS = sorted(p.stem for p in SPEC_DIR.glob("*.py"))
@@ -42,7 +42,7 @@ def test_peer_passes_every_spec_it_can_express(name, peer):
     spec = load(SPEC_DIR / f"{name}.py")
     factory = sdpa_impl if peer == "sdpa" else flex_impl
     if not expected_support(name, peer):
-        with pytest.raises(UnsupportedSpec):
+        with pytest.raises(Unsupported):
             factory(spec)
         return
     report = verify(spec, factory(spec), shapes=shapes_for(spec), dtypes=["bf16"], seed=7,

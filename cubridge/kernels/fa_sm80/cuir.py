@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import torch
 
-from cubridge.ir import RMEM, SMEM, BlockKind, KernelBase
+from cubridge.ir import RMEM, SMEM, BlockKind
 from cubridge.ir import tile_math as tm
+from cubridge.ir.attention import AttentionKernelBase
 from cubridge.ir.control import cdiv
 
 
-class FaSm80(KernelBase):
+class FaSm80(AttentionKernelBase):
     """Ampere-style forward attention: one role, cp.async double buffering, mma.sync."""
 
     arch = "sm80"
@@ -71,16 +72,13 @@ class FaSm80(KernelBase):
 
     def attention(self, m_block: int, h: int, b: int) -> None:
         bm, bn = self.block_m, self.block_n
-        h_kv = h // (self.heads_q // self.heads_kv)
+        h_kv = self.kv_head(h)
         q_start = m_block * bm
         blocks = self.kv_blocks(b, h, q_start, q_start + bm)
         o_acc = self.alloc(RMEM, (bm, self.head_dim_v), torch.float32)
         s_acc = self.alloc(RMEM, (bm, bn), torch.float32)
         self.store(o_acc, tm.full((bm, self.head_dim_v), 0.0))
-        row_max = tm.full((bm,), float("-inf"))
-        row_sum = tm.full((bm,), 0.0)
-        # Scores are natural-unit logits after score_mod; otherwise the scale folds into exp2.
-        to_log2 = tm.LOG2E if self.has_score_mod else self.scale * tm.LOG2E
+        softmax = self.softmax_state(bm)
         q_idx = tm.iota(q_start, bm)[:, None]
 
         def load_k(i: int, slot: int) -> None:
@@ -110,40 +108,17 @@ class FaSm80(KernelBase):
                 load_v(i + ahead, (i + ahead) % self.stages)
 
                 self.gemm(self.q_s, self.k_s[slot], s_acc, trans_b=True, accumulate=False)
-                s = self.load(s_acc)
-                if self.has_score_mod or self.normalizer == "elementwise":
-                    s = s * self.scale
-                kv_idx = tm.iota(n * bn, bn)[None, :]
-                s, allowed = self.apply_score_hooks(s, b, h, q_idx, kv_idx, kind)
-                if self.normalizer == "softmax":
-                    s = tm.where(allowed, s, float("-inf"))
-                    mx = tm.maximum(row_max, tm.row_max(s))
-                    # A row with nothing allowed yet keeps max -inf; use 0 so exp2 gives 0.
-                    max_scaled = tm.where(mx == float("-inf"), 0.0, mx * to_log2)
-                    rescale = tm.exp2(row_max * to_log2 - max_scaled)
-                    row_max = mx
-                    p = tm.exp2(s * to_log2 - max_scaled[:, None])
-                    row_sum = row_sum * rescale + tm.row_sum(p)
+                s, allowed = self.scores(s_acc, b, h, q_idx, n, kind)
+                p, rescale = self.normalize(softmax, s, allowed)
+                if rescale is not None:
                     self.store(o_acc, self.load(o_acc) * rescale[:, None])
-                else:
-                    p = tm.where(allowed, self.activation(s), 0.0)
 
                 self.copy_wait(in_flight)  # V(n_i) landed; later tiles may be in flight
                 self.sync_threads()  # ... and every warp is done reading K(n_i)'s slot
                 load_k(i + ahead + 1, slot)
                 self.gemm(tm.convert(p, self.dtype), self.v_s[slot], o_acc)
         self.copy_wait(0)
-
-        o = self.load(o_acc)
-        o_rows = self.o.tile(b, h, start=q_start, rows=bm)
-        if self.normalizer == "softmax":
-            inv = tm.where(row_sum > 0, 1.0 / row_sum, 0.0)
-            self.copy(o_rows, tm.convert(o * inv[:, None], self.dtype))
-            lse = tm.where(row_sum > 0, (row_max * to_log2 + tm.log2(row_sum)) * tm.LN2,
-                           float("-inf"))
-            self.copy(self.lse.tile(b, h, start=q_start, rows=bm), lse)
-        else:
-            self.copy(o_rows, tm.convert(o, self.dtype))
+        self.epilogue(softmax, o_acc, b, h, q_start, bm)
 
 
 __all__ = ["FaSm80", "BlockKind"]

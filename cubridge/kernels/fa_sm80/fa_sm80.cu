@@ -23,6 +23,7 @@
 // Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128, required), CUBRIDGE_DTYPE_FP16
 // (else bf16), CUBRIDGE_BLOCK_M, CUBRIDGE_BLOCK_N, CUBRIDGE_NUM_WARPS (<= 8),
 // CUBRIDGE_VISIT_CAP.
+#include "fwd_params.cuh"
 #include "hook_types.cuh"
 #include "sm80_primitives.cuh"
 #include "cubridge_hooks.cuh"
@@ -114,22 +115,8 @@ constexpr bool kStagedMask = kKeyStaged + kRowStaged > 0;
 constexpr int kKeyStagedRows = kKeyStaged > 0 ? kKeyStaged : 1;
 constexpr int kRowStagedRows = kRowStaged > 0 ? kRowStaged : 1;
 
-// Kernel parameters; mirrored field for field by cubridge/build/attention_op.py.
-struct FwdParams {
-  const Element* q;
-  const Element* k;
-  const Element* v;
-  Element* o;
-  float* lse;  // [batch, heads_q, seqlen_q], contiguous
-  int64_t q_batch_stride, q_head_stride, q_row_stride;
-  int64_t k_batch_stride, k_head_stride, k_row_stride;
-  int64_t v_batch_stride, v_head_stride, v_row_stride;
-  int64_t o_batch_stride, o_head_stride, o_row_stride;
-  int batch, heads_q, heads_k, seqlen_q, seqlen_k;
-  float scale;       // applied to Q K^T before score_mod
-  float scale_log2;  // scale * log2(e), folded into exp2 when there is no score_mod
-  AuxArgs aux;
-};
+// Kernel parameters (kernels/common/fwd_params.cuh; mirrored by cubridge/kernels/abi.py).
+using FwdParams = FwdParamsOf<Element>;
 
 // Shared tiles of kHeadDim-wide rows: chunk c of row r lives at chunk c ^ (r % 8),
 // so the 8 rows an ldmatrix reads at one logical chunk hit 8 distinct bank groups.

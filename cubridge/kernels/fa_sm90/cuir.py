@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import torch
 
-from cubridge.ir import RMEM, SMEM, KernelBase, PipelineState
+from cubridge.ir import RMEM, SMEM, PipelineState
 from cubridge.ir import tile_math as tm
+from cubridge.ir.attention import AttentionKernelBase
 from cubridge.ir.control import cdiv
 
 CONSUMERS = 2  # MMA warpgroups per CTA
 
 
-class FaSm90(KernelBase):
+class FaSm90(AttentionKernelBase):
     """Hopper-style forward attention: TMA producer, two wgmma consumer warpgroups."""
 
     arch = "sm90"
@@ -75,7 +76,7 @@ class FaSm90(KernelBase):
 
     def producer(self, m_block: int, h: int, b: int) -> None:
         bn = self.block_n
-        h_kv = h // (self.heads_q // self.heads_kv)
+        h_kv = self.kv_head(h)
         q_start = m_block * self.block_m
         self.q_full.arrive_expect_tx(self.q_s.nbytes)
         self.copy_async(self.q_s, self.q.tile(b, h, start=q_start, rows=self.block_m), self.q_full)
@@ -102,9 +103,7 @@ class FaSm90(KernelBase):
         s_acc = self.alloc(RMEM, (rows, bn), torch.float32)
         o_acc = self.alloc(RMEM, (rows, dv), torch.float32)
         self.store(o_acc, tm.full((rows, dv), 0.0))
-        row_max = tm.full((rows,), float("-inf"))
-        row_sum = tm.full((rows,), 0.0)
-        to_log2 = tm.LOG2E if self.has_score_mod else self.scale * tm.LOG2E
+        softmax = self.softmax_state(rows)
         q_idx = tm.iota(row0, rows)[:, None]
         other = self.mma_turn[1 - wg]
 
@@ -128,22 +127,8 @@ class FaSm90(KernelBase):
             self.wait_group(1 if prev is not None else 0)  # S(n) ready; PV may be in flight
             self.k_empty[slot.index].arrive()
 
-            s = self.load(s_acc)
-            if self.has_score_mod or self.normalizer == "elementwise":
-                s = s * self.scale
-            kv_idx = tm.iota(n * bn, bn)[None, :]
-            s, allowed = self.apply_score_hooks(s, b, h, q_idx, kv_idx, kind)
-            if self.normalizer == "softmax":
-                s = tm.where(allowed, s, float("-inf"))
-                mx = tm.maximum(row_max, tm.row_max(s))
-                max_scaled = tm.where(mx == float("-inf"), 0.0, mx * to_log2)
-                rescale = tm.exp2(row_max * to_log2 - max_scaled)
-                row_max = mx
-                p = tm.exp2(s * to_log2 - max_scaled[:, None])
-                row_sum = row_sum * rescale + tm.row_sum(p)
-            else:
-                p = tm.where(allowed, self.activation(s), 0.0)
-                rescale = None
+            s, allowed = self.scores(s_acc, b, h, q_idx, n, kind)
+            p, rescale = self.normalize(softmax, s, allowed)
 
             if prev is not None:
                 self.wait_group(0)  # PV of the previous block retired: release its V slot
@@ -161,14 +146,4 @@ class FaSm90(KernelBase):
             self.commit()
             self.wait_group(0)
             self.v_empty[prev.index].arrive()
-
-        o = self.load(o_acc)
-        o_rows = self.o.tile(b, h, start=row0, rows=rows)
-        if self.normalizer == "softmax":
-            inv = tm.where(row_sum > 0, 1.0 / row_sum, 0.0)
-            self.copy(o_rows, tm.convert(o * inv[:, None], self.dtype))
-            lse = tm.where(row_sum > 0, (row_max * to_log2 + tm.log2(row_sum)) * tm.LN2,
-                           float("-inf"))
-            self.copy(self.lse.tile(b, h, start=row0, rows=rows), lse)
-        else:
-            self.copy(o_rows, tm.convert(o, self.dtype))
+        self.epilogue(softmax, o_acc, b, h, row0, rows)

@@ -23,6 +23,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cubridge.modules import load_module_from_path
+
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 _BLOCKED_EVENTS = (
@@ -144,11 +146,7 @@ def main(job_dir: Path) -> int:
             entry = getattr(importlib.import_module(module_name), function)
         install_audit_hook(job_dir)
         isolation["audit_hook"] = "installed"
-        spec = importlib.util.spec_from_file_location("cubridge_generated", source_path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["cubridge_generated"] = module
-        spec.loader.exec_module(module)
+        module = load_module_from_path(source_path, "cubridge_generated")
         if entry is not None:
             value = entry(module, *job["args"], **job["kwargs"])
         elif job["call"]:

@@ -1,0 +1,126 @@
+"""The launch ABI the library's attention kernels share, mirrored with ctypes.
+
+Every entry takes one by-value parameter struct. Its common part is
+`FwdParams` (pointers, strides, sizes, scales and the hooks' `AuxArgs`; see
+kernels/common/hook_types.cuh and each kernel's source); a kernel may put more
+in front of it (the Hopper entry's TMA descriptors) by defining its own struct
+and overriding `LibraryKernel.launch` (`tensor_map_params(n)` builds the struct
+of a kernel taking n CUtensorMaps first). `Launch` is what one launch needs:
+the entry point, grid, block, dynamic shared memory and that struct.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from cubridge.build.errors import LaunchError
+
+MAX_AUX = 8  # cubridge::kMaxAux
+MAX_AUX_RANK = 4  # cubridge::kMaxAuxRank
+
+
+class AuxTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("size", ctypes.c_int64 * MAX_AUX_RANK),
+        ("stride", ctypes.c_int64 * MAX_AUX_RANK),
+    ]
+
+
+class AuxArgs(ctypes.Structure):
+    _fields_ = [
+        ("t", AuxTensor * MAX_AUX),
+        ("num", ctypes.c_int),
+        ("seqlen_q", ctypes.c_int),
+        ("seqlen_k", ctypes.c_int),
+    ]
+
+
+FWD_PARAMS_FIELDS = [
+    ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+    ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+    *[(f"{t}_{s}_stride", ctypes.c_int64) for t in "qkvo" for s in ("batch", "head", "row")],
+    ("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_k", ctypes.c_int),
+    ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
+    ("scale", ctypes.c_float), ("scale_log2", ctypes.c_float),
+    ("aux", AuxArgs),
+]
+
+
+class FwdParams(ctypes.Structure):
+    """The forward pass's parameters (`FwdParams` in the kernels' sources).
+    A kernel with more parameters ahead of these builds its struct with
+    `FWD_PARAMS_FIELDS` at the end and fills them with `fill_fwd_params`."""
+
+    _fields_ = FWD_PARAMS_FIELDS
+
+
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap)
+TENSOR_MAP_ALIGN = 64  # alignof(CUtensorMap)
+
+
+def tensor_map_params(num_maps: int, name: str = "TmaFwdParams") -> type[ctypes.Structure]:
+    """The parameter struct of a kernel that takes `num_maps` TMA descriptors
+    (CUtensorMap, 128 bytes, 64-byte aligned) ahead of the FwdParams fields:
+    `maps[i]` holds descriptor i's bytes (cuTensorMapEncodeTiled fills them), and
+    the struct is padded to a multiple of 64 bytes as the CUDA struct is."""
+    fields: list[tuple[str, object]] = [
+        ("maps", (ctypes.c_uint8 * TENSOR_MAP_BYTES) * num_maps), *FWD_PARAMS_FIELDS]
+
+    class Unpadded(ctypes.Structure):
+        _fields_ = fields
+
+    pad = -ctypes.sizeof(Unpadded) % TENSOR_MAP_ALIGN
+    if pad:
+        fields.append(("_pad", ctypes.c_uint8 * pad))
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
+
+
+@dataclass
+class Launch:
+    """Everything one kernel launch takes."""
+
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+    params: ctypes.Structure
+
+
+def pack_aux(aux: Sequence[torch.Tensor], seqlen_q: int, seqlen_k: int) -> AuxArgs:
+    """AuxArgs for up to 8 aux tensors of rank <= 4 (sizes/strides in elements)."""
+    if len(aux) > MAX_AUX:
+        raise LaunchError(f"at most {MAX_AUX} aux tensors are supported, got {len(aux)}")
+    packed = AuxArgs()
+    packed.num, packed.seqlen_q, packed.seqlen_k = len(aux), seqlen_q, seqlen_k
+    for i, t in enumerate(aux):
+        if t.dim() > MAX_AUX_RANK:
+            raise LaunchError(f"aux tensor {i} has rank {t.dim()}; at most {MAX_AUX_RANK}")
+        packed.t[i].data = t.data_ptr()
+        for d in range(t.dim()):
+            packed.t[i].size[d] = t.shape[d]
+            packed.t[i].stride[d] = t.stride(d)
+    return packed
+
+
+def fill_fwd_params(p: ctypes.Structure, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    out: torch.Tensor, lse: torch.Tensor, scale: float,
+                    aux: Sequence[torch.Tensor]) -> ctypes.Structure:
+    """Set the FwdParams fields of `p` (a FwdParams, or a struct that ends with them)."""
+    b, hq, sq, _ = q.shape
+    _, hk, sk, _ = k.shape
+    p.q, p.k, p.v, p.o, p.lse = (t.data_ptr() for t in (q, k, v, out, lse))
+    for name, t in zip("qkvo", (q, k, v, out), strict=True):
+        setattr(p, f"{name}_batch_stride", t.stride(0))
+        setattr(p, f"{name}_head_stride", t.stride(1))
+        setattr(p, f"{name}_row_stride", t.stride(2))
+    p.batch, p.heads_q, p.heads_k, p.seqlen_q, p.seqlen_k = b, hq, hk, sq, sk
+    p.scale = scale
+    p.scale_log2 = scale * math.log2(math.e)
+    p.aux = pack_aux(aux, sq, sk)
+    return p

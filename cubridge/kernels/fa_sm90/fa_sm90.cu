@@ -1,0 +1,745 @@
+// fa_sm90: a FlashAttention-3-class forward kernel for Hopper (sm_90a).
+//
+// A persistent grid: each CTA loops over (batch, head, query block) tiles of
+// kBlockM rows, in an order that keeps the heads of one L2-sized section
+// together and runs the longest query blocks (causal) first. A CTA holds
+// kConsumers + 1 warpgroups:
+//
+//   producer  (warpgroup 0, one thread, few registers): TMA loads of Q once per
+//             tile, then K and V of each visited key block into a ring of
+//             kStages slots, each slot guarded by full / empty mbarriers.
+//   consumers (warpgroups 1..kConsumers, many registers): 64 query rows each.
+//             wgmma S = Q K^T (both from shared memory), online softmax in
+//             registers, wgmma O += P V with P from registers.
+//
+// Within a consumer, S of key block j is issued before the PV product of block
+// j-1 and its softmax runs while that PV product executes (two commit groups).
+// Across consumers, named barriers pass a token round-robin: a consumer issues
+// its gemms only while holding it, so one warpgroup's softmax runs while the
+// tensor cores work on the other's gemms. The epilogue normalises O, stages it
+// in shared memory and writes it with a TMA store (rows past Sq are clipped),
+// and writes the LSE.
+//
+// Variant logic enters only through "cubridge_hooks.cuh" (docs/hooks.md): the
+// producer and every consumer walk the same key blocks (kv_block_range, EMPTY
+// blocks per block_kind skipped); a consumer masks per element where the block
+// is PARTIAL for its 64 rows or holds a sequence tail.
+//
+// Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128), CUBRIDGE_BLOCK_M (64 rows per
+// consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_DTYPE_FP16.
+#include <type_traits>
+
+#include "fwd_params.cuh"
+#include "hook_types.cuh"
+#include "sm90_primitives.cuh"
+#include "sm90_wgmma.cuh"
+#include "cubridge_hooks.cuh"
+
+#ifndef CUBRIDGE_HEAD_DIM
+#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64 or -DCUBRIDGE_HEAD_DIM=128"
+#endif
+#ifndef CUBRIDGE_BLOCK_M
+#define CUBRIDGE_BLOCK_M 128
+#endif
+#ifndef CUBRIDGE_BLOCK_N
+#define CUBRIDGE_BLOCK_N 128
+#endif
+#ifndef CUBRIDGE_STAGES
+#define CUBRIDGE_STAGES 2
+#endif
+
+namespace fa_sm90 {
+using namespace cubridge;
+using namespace cubridge::sm90;
+namespace hooks = cubridge_hooks;
+
+#if defined(CUBRIDGE_DTYPE_FP16)
+using Element = __half;
+#else
+using Element = __nv_bfloat16;
+#endif
+using FwdParams = FwdParamsOf<Element>;
+
+constexpr int kHeadDim = CUBRIDGE_HEAD_DIM;
+constexpr int kBlockM = CUBRIDGE_BLOCK_M;
+constexpr int kBlockN = CUBRIDGE_BLOCK_N;
+constexpr int kStages = CUBRIDGE_STAGES;
+// Q tiles in shared memory: with two, the next tile's Q loads while this one runs.
+#ifndef CUBRIDGE_Q_BUFFERS
+#define CUBRIDGE_Q_BUFFERS 2
+#endif
+constexpr int kQBuffers = CUBRIDGE_Q_BUFFERS;
+constexpr int kRowsPerConsumer = 64;  // wgmma's M
+constexpr int kConsumers = kBlockM / kRowsPerConsumer;
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kPanelCols = 64;  // one 128-byte swizzle span of 16-bit elements
+constexpr int kPanels = kHeadDim / kPanelCols;
+constexpr int kQkSteps = kHeadDim / 16;  // k-steps of S = Q K^T
+constexpr int kPvSteps = kBlockN / 16;   // k-steps of O += P V
+constexpr int kSAcc = kBlockN / 2;       // S accumulators per thread
+constexpr int kOAcc = kHeadDim / 2;      // O accumulators per thread
+// Registers per thread after reallocation: the producer gives up what consumers take.
+constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
+constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLog2e = 1.4426950408889634f;
+
+static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
+static_assert(kBlockM % kRowsPerConsumer == 0 && (kConsumers == 2 || kConsumers == 3),
+              "block_m is 2 or 3 consumer warpgroups of 64 rows");
+static_assert(kBlockN % 16 == 0 && kBlockN <= 192, "key blocks are whole k-steps, wgmma n <= 192");
+static_assert(kStages >= 2, "the K/V ring needs at least two slots");
+static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
+              "register reallocation exceeds the register file");
+
+// Shared tiles are stored as kPanels column panels of 64 elements, each [rows x 128
+// B] with the 128-byte swizzle (what TMA writes and wgmma reads).
+template <int kRows>
+struct SwizzledTile {
+  static constexpr int kPanelBytes = kRows * 128;
+  static constexpr int kBytes = kPanels * kPanelBytes;
+  alignas(1024) Element data[kRows * kHeadDim];
+
+  __device__ __forceinline__ uint32_t base() const { return smem_addr(data); }
+  __device__ __forceinline__ void* panel(int p) {
+    return reinterpret_cast<char*>(data) + p * kPanelBytes;
+  }
+};
+
+struct SharedStorage {
+  SwizzledTile<kBlockM> q[kQBuffers];
+  SwizzledTile<kBlockN> k[kStages];
+  SwizzledTile<kBlockN> v[kStages];
+  SwizzledTile<kBlockM> o;  // epilogue staging for the TMA store
+  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
+  uint64_t k_full[kStages], k_empty[kStages];
+  uint64_t v_full[kStages], v_empty[kStages];
+};
+constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;  // + alignment slack
+static_assert(kSmemBytes <= 227 * 1024, "tiles exceed the 227 KB of shared memory a CTA may use");
+
+// Named barriers (0 is __syncthreads): the mma token of each consumer, and each
+// consumer warpgroup's own barrier for the epilogue.
+constexpr int kMmaTokenBarrier = 1;                          // + consumer index
+constexpr int kEpilogueBarrier = kMmaTokenBarrier + kConsumers;  // + consumer index
+
+// Kernel parameters: tensor maps first (64-byte aligned), then the FwdParams every
+// library kernel takes, then the tile schedule. Mirrored by kernels/fa_sm90/launch.py.
+struct Sm90Params {
+  CUtensorMap tma_q, tma_k, tma_v, tma_o;  // 4-D (D, S, H, B); boxes 64 x rows
+  FwdParams p;
+  int num_m_blocks;  // query blocks per (batch, head)
+  int num_tiles;     // batch * heads_q * num_m_blocks
+  int section;       // (batch, head) pairs per L2 section of the schedule
+};
+
+struct Tile {
+  int b, h, m_block;
+};
+
+// Tile t of the schedule: sections of `section` consecutive (batch, head) pairs
+// (GQA heads that share K/V are neighbours); within a section query blocks run
+// last-first (the longest under causal-like masks), then heads.
+__device__ __forceinline__ Tile tile_at(int t, const Sm90Params& P) {
+  const int per_section = P.section * P.num_m_blocks;
+  const int sec = t / per_section;
+  const int r = t - sec * per_section;
+  const int bh0 = sec * P.section;
+  const int sec_size = min(P.section, P.p.batch * P.p.heads_q - bh0);
+  const int mi = r / sec_size;
+  const int bh = bh0 + (r - mi * sec_size);
+  return {bh / P.p.heads_q, bh % P.p.heads_q, P.num_m_blocks - 1 - mi};
+}
+
+// The key blocks a tile visits: [lo, hi) walked from hi - 1 down (partial blocks
+// on the diagonal first), EMPTY ones skipped. The producer and every consumer
+// walk the same sequence.
+struct KeyWalk {
+  int lo, n;  // next block to consider is n - 1
+  int b, h, q_start, q_end;
+
+  KeyWalk() = default;
+  __device__ __forceinline__ KeyWalk(const FwdParams& p, const Tile& t) {
+    b = t.b;
+    h = t.h;
+    q_start = t.m_block * kBlockM;
+    q_end = min(q_start + kBlockM, p.seqlen_q);
+    const int num_kv_blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
+    const KvRange r = hooks::kv_block_range(b, h, q_start, q_end, kBlockN, num_kv_blocks, p.aux);
+    lo = max(r.lo, 0);
+    n = min(r.hi, num_kv_blocks);
+  }
+  // The next live key block, or -1 when the walk is over.
+  __device__ __forceinline__ int next(const FwdParams& p) {
+    while (--n >= lo) {
+      const BlockKind kind = hooks::block_kind(b, h, q_start, q_end, n * kBlockN,
+                                               min((n + 1) * kBlockN, p.seqlen_k), p.aux);
+      if (kind != BlockKind::Empty) return n;
+    }
+    return -1;
+  }
+};
+
+// Position in the K/V ring, shared in lockstep by the producer and the consumers.
+struct RingSlot {
+  int index = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// ---- producer ------------------------------------------------------------------------
+
+__device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh) {
+  const FwdParams& p = P.p;
+  RingSlot slot;
+  int iter = 0;
+  for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x, ++iter) {
+    const Tile tile = tile_at(t, P);
+    const int h_kv = tile.h / (p.heads_q / p.heads_k);
+    KeyWalk walk(p, tile);
+    const int qb = iter % kQBuffers;
+    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
+    mbar_arrive_expect_tx(&sh.q_full[qb], SwizzledTile<kBlockM>::kBytes);
+#pragma unroll
+    for (int pn = 0; pn < kPanels; ++pn) {
+      tma_load_4d(&P.tma_q, sh.q[qb].panel(pn), &sh.q_full[qb], pn * kPanelCols,
+                  tile.m_block * kBlockM,
+                  tile.h, tile.b);
+    }
+    for (int n = walk.next(p); n >= 0; n = walk.next(p)) {
+      mbar_wait(&sh.k_empty[slot.index], slot.phase ^ 1u);
+      mbar_arrive_expect_tx(&sh.k_full[slot.index], SwizzledTile<kBlockN>::kBytes);
+#pragma unroll
+      for (int pn = 0; pn < kPanels; ++pn) {
+        tma_load_4d(&P.tma_k, sh.k[slot.index].panel(pn), &sh.k_full[slot.index],
+                    pn * kPanelCols, n * kBlockN, h_kv, tile.b);
+      }
+      mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
+      mbar_arrive_expect_tx(&sh.v_full[slot.index], SwizzledTile<kBlockN>::kBytes);
+#pragma unroll
+      for (int pn = 0; pn < kPanels; ++pn) {
+        tma_load_4d(&P.tma_v, sh.v[slot.index].panel(pn), &sh.v_full[slot.index],
+                    pn * kPanelCols, n * kBlockN, h_kv, tile.b);
+      }
+      slot.advance();
+    }
+  }
+}
+
+// ---- consumer: gemms -----------------------------------------------------------------
+
+// S = Q_c K^T for this consumer's 64 rows (both operands K-major in shared memory).
+__device__ __forceinline__ void gemm_qk(float (&s)[kSAcc], const SharedStorage& sh, int qb,
+                                        int slot, int consumer) {
+  const uint32_t q = sh.q[qb].base() + consumer * kRowsPerConsumer * 128;
+  const uint32_t k = sh.k[slot].base();
+  // S's registers are defined before the issue window opens (else the compiler may
+  // materialise them inside it, which serialises every wgmma of the kernel).
+  fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kQkSteps; ++kk) {
+    const uint32_t step = (kk % 4) * 32;  // 16 elements = 32 B into the 128-B span
+    const uint64_t a = smem_desc_sw128(q + (kk / 4) * SwizzledTile<kBlockM>::kPanelBytes + step,
+                                       16, 1024);
+    const uint64_t b = smem_desc_sw128(k + (kk / 4) * SwizzledTile<kBlockN>::kPanelBytes + step,
+                                       16, 1024);
+    Wgmma<Element, kBlockN>::ss(s, a, b, kk > 0 ? 1 : 0);
+  }
+}
+
+// O += P V with P as register fragments; V is the MN-major B operand (its rows are
+// keys, 16 per k-step = 2048 B; its 64-wide column panels are kPanelBytes apart).
+// `accumulate` false: the first PV product of a tile overwrites O (so O is never
+// zeroed by ordinary instructions, which would serialise the wgmma pipeline).
+__device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], uint32_t (&pf)[kPvSteps][4],
+                                        const SharedStorage& sh, int slot, bool accumulate) {
+  const uint32_t v = sh.v[slot].base();
+  fence_operands(o);
+  for (auto& frag : pf) fence_operands(frag);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kPvSteps; ++kk) {
+    const uint64_t b = smem_desc_sw128(v + kk * 16 * 128, SwizzledTile<kBlockN>::kPanelBytes, 1024);
+    Wgmma<Element, kHeadDim>::rs(o, pf[kk], b, kk > 0 || accumulate ? 1 : 0);
+  }
+}
+
+// ---- consumer: scores and softmax ----------------------------------------------------
+
+// This thread's place in the wgmma fragment: rows row0 and row0 + 8 of the
+// consumer's 64, columns 8 * j + col0 + {0, 1}.
+struct FragmentPos {
+  int row0, col0;
+  __device__ __forceinline__ explicit FragmentPos(int thread) {
+    row0 = 16 * (thread / 32) + (thread % 32) / 4;
+    col0 = 2 * (thread % 4);
+  }
+};
+
+// Raw Q K^T values -> the normaliser's input: score_mod (natural units), the
+// activation of elementwise normalisers, and the mask where `masked`: disallowed
+// pairs become -inf (softmax) or 0 (elementwise). kTail: the block holds the key
+// or query tail (bounds checks, hook indices clamped into range).
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
+                                                 int h, int q_base, int k_base,
+                                                 const FragmentPos& pos, bool all_masked) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int q = q_base + pos.row0 + 8 * half;
+    const int qc = kTail ? min(q, p.seqlen_q - 1) : q;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int k = k_base + 8 * j + pos.col0 + e;
+        const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+        float& x = s[4 * j + 2 * half + e];
+        if constexpr (hooks::kHasScoreMod) x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
+        if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
+          x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
+        }
+        if constexpr (kMasked) {
+          bool allowed = !all_masked;
+          if constexpr (kTail) allowed = allowed & (k < p.seqlen_k) & (q < p.seqlen_q);
+          if constexpr (hooks::kHasMaskMod) allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
+          if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+            x = allowed ? x : -INFINITY;
+          } else {
+            x = allowed ? x : 0.f;
+          }
+        }
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Online softmax state of this thread's two rows.
+struct RowStats {
+  float max[2] = {-INFINITY, -INFINITY};
+  float sum[2] = {0.f, 0.f};  // this thread's partial sums (quad-reduced at the end)
+};
+
+// The row max is only moved when a block raises it by more than this (in log2
+// units): exponentials then stay below 2^kRescaleThreshold, exact in fp32 and as
+// bf16/fp16 operands, and O is rescaled far less often. 0: move it on any rise.
+#ifndef CUBRIDGE_RESCALE_THRESHOLD
+#define CUBRIDGE_RESCALE_THRESHOLD 8
+#endif
+constexpr float kRescaleThreshold = CUBRIDGE_RESCALE_THRESHOLD;
+
+// Fold one key block into the row statistics: leaves exp2(s * to_log2 - max *
+// to_log2) in s and the factor O must be rescaled by in `rescale`, per row.
+// Returns whether any row of the warp needs O rescaled. Reductions run as four
+// independent chains (the compiler does not reassociate float maxima and sums).
+__device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, float to_log2,
+                                               float (&rescale)[2]) {
+  constexpr int kCols = kBlockN / 4;  // this thread's columns of one row
+  bool moved = false;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float m4[4] = {st.max[half], -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      m4[c % 4] = fmaxf(m4[c % 4], s[4 * (c / 2) + 2 * half + c % 2]);
+    }
+    const float block_max = quad_max(fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3])));
+    const float old_max = st.max[half];
+    const bool keep = old_max != -INFINITY &&
+                      (block_max - old_max) * to_log2 <= kRescaleThreshold;
+    const float mx = keep ? old_max : block_max;
+    // A row with nothing allowed yet keeps max -inf; use 0 so exp2 gives 0, not NaN.
+    const float max_scaled = mx == -INFINITY ? 0.f : mx * to_log2;
+    rescale[half] = keep ? 1.f : fast_exp2(old_max * to_log2 - max_scaled);
+    moved = moved || !keep;
+    st.max[half] = mx;
+    float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float& x = s[4 * (c / 2) + 2 * half + c % 2];
+      x = fast_exp2(fmaf(x, to_log2, -max_scaled));
+      sum4[c % 4] += x;
+    }
+    st.sum[half] = st.sum[half] * rescale[half] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+  }
+  return __any_sync(0xffffffffu, moved);
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[kOAcc], const float (&rescale)[2]) {
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      o[4 * j + 2 * half] *= rescale[half];
+      o[4 * j + 2 * half + 1] *= rescale[half];
+    }
+  }
+}
+
+// S accumulators (wgmma D layout) -> A fragments of P for the PV k-steps.
+__device__ __forceinline__ void probs_to_fragments(const float (&s)[kSAcc],
+                                                   uint32_t (&pf)[kPvSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kPvSteps; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  }
+}
+
+// ---- consumer: the mma token ---------------------------------------------------------
+
+// Consumers issue their gemms in turn (ping-pong), so one's softmax runs while the
+// tensor cores work on the other's gemms. CUBRIDGE_PINGPONG=0 turns it off (A/B).
+#ifndef CUBRIDGE_PINGPONG
+#define CUBRIDGE_PINGPONG 1
+#endif
+
+__device__ __forceinline__ void take_mma_token(int consumer) {
+  if (CUBRIDGE_PINGPONG) named_barrier_sync(kMmaTokenBarrier + consumer, 256);
+}
+
+__device__ __forceinline__ void pass_mma_token(int consumer) {
+  if (CUBRIDGE_PINGPONG) named_barrier_arrive(kMmaTokenBarrier + (consumer + 1) % kConsumers, 256);
+}
+
+// ---- consumer: one tile --------------------------------------------------------------
+
+// Releases a ring slot or Q: one arrival per warp, after the warp's wgmma reads
+// of it retired.
+__device__ __forceinline__ void release(uint64_t* bar, int thread) {
+  if (thread % 32 == 0) mbar_arrive(bar);
+}
+
+// How a consumer treats key block n for its 64 rows: tail blocks check bounds,
+// masked ones evaluate mask_mod, and a block EMPTY for these rows (but not for
+// the CTA) is masked whole. Decided before the block's gemms are issued, so that
+// the code between issue and wait is one straight-line instantiation (a branch
+// there makes the compiler wait for the PV product before the softmax).
+struct BlockClass {
+  bool tail, masked, all_masked;
+};
+
+__device__ __forceinline__ BlockClass classify(const FwdParams& p, const KeyWalk& walk, int n,
+                                               int q_base) {
+  const int k_start = n * kBlockN;
+  const int k_end = min(k_start + kBlockN, p.seqlen_k);
+  const int q_end = min(q_base + kRowsPerConsumer, p.seqlen_q);
+  const BlockKind kind = q_base < q_end ? hooks::block_kind(walk.b, walk.h, q_base, q_end,
+                                                            k_start, k_end, p.aux)
+                                        : BlockKind::Empty;
+  const bool all_masked = kind == BlockKind::Empty;
+  return {k_end - k_start < kBlockN || q_base + kRowsPerConsumer > p.seqlen_q,
+          all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial), all_masked};
+}
+
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
+                                             const KeyWalk& walk, int n, int q_base,
+                                             const FragmentPos& pos, bool all_masked) {
+  scores_to_logits<kMasked || kTail, kTail>(s, p, walk.b, walk.h, q_base, n * kBlockN, pos,
+                                            all_masked);
+}
+
+// Runs f with the block's class as compile-time flags.
+template <typename F>
+__device__ __forceinline__ void with_block_class(const BlockClass& c, F&& f) {
+  if (c.tail) {
+    f(std::true_type{}, std::true_type{});
+  } else if (c.masked) {
+    f(std::true_type{}, std::false_type{});
+  } else {
+    f(std::false_type{}, std::false_type{});
+  }
+}
+
+__device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
+                                         int consumer, int thread, const FragmentPos& pos,
+                                         const float (&o)[kOAcc], bool live, const RowStats& st,
+                                         float to_log2) {
+  const FwdParams& p = P.p;
+  const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
+  const int bar = kEpilogueBarrier + consumer;
+  // The staging rows of this consumer are free once its previous store read them.
+  if (thread == 0) tma_store_wait_read();
+  named_barrier_sync(bar, 128);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float inv = 1.f;
+    float lse = 0.f;
+    if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+      const float sum = quad_sum(st.sum[half]);
+      inv = sum > 0.f ? 1.f / sum : 0.f;
+      lse = sum > 0.f ? (st.max[half] * to_log2 + __log2f(sum)) * kLn2 : -INFINITY;
+    }
+    // (opaque: the 2 x kHeadDim / 8 addresses are recomputed per tile, not held live)
+    const int row = consumer * kRowsPerConsumer + opaque(pos.row0) + 8 * half;
+    const uint32_t row_addr = sh.o.base() + row * 128 + pos.col0 * 2;
+    const uint32_t swizzle = (row % 8) << 4;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      // (a tile without live key blocks never wrote O: its rows are 0)
+      const uint32_t v = live ? pack2<Element>(o[4 * j + 2 * half] * inv,
+                                               o[4 * j + 2 * half + 1] * inv)
+                              : 0u;
+      const uint32_t addr = row_addr + (j / 8) * SwizzledTile<kBlockM>::kPanelBytes +
+                            (((j % 8) << 4) ^ swizzle);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
+    }
+    const int q = q_base + pos.row0 + 8 * half;
+    if (hooks::kNormalizer == Normalizer::Softmax && pos.col0 == 0 && q < p.seqlen_q) {
+      p.lse[(static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q + q] = lse;
+    }
+  }
+  fence_async_shared();
+  named_barrier_sync(bar, 128);
+  if (thread == 0 && q_base < p.seqlen_q) {
+#pragma unroll
+    for (int pn = 0; pn < kPanels; ++pn) {
+      tma_store_4d(&P.tma_o,
+                   reinterpret_cast<char*>(sh.o.panel(pn)) + consumer * kRowsPerConsumer * 128,
+                   pn * kPanelCols, q_base, tile.h, tile.b);
+    }
+    tma_store_commit();
+  }
+}
+
+// A consumer's view of one tile of its schedule: the tile, its key walk, the Q
+// buffer it reads and the first (then current) key block, -1 when none is left.
+struct OpenTile {
+  Tile tile;
+  KeyWalk walk;
+  int qb;
+  int n;
+};
+
+// Decode the iter-th tile of this CTA (schedule index t), wait for its Q and find
+// its first key block.
+__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int t,
+                                              int iter) {
+  OpenTile ot;
+  ot.tile = tile_at(t, P);
+  ot.walk = KeyWalk(P.p, ot.tile);
+  ot.qb = iter % kQBuffers;
+  mbar_wait(&sh.q_full[ot.qb], (iter / kQBuffers) & 1);
+  ot.n = ot.walk.next(P.p);
+  return ot;
+}
+
+__device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh, int consumer) {
+  const FwdParams& p = P.p;
+  const int thread = threadIdx.x - 128 * (consumer + 1);
+  const FragmentPos pos(thread);
+  // Scores are in natural units after score_mod; otherwise the scale folds into exp2.
+  const float to_log2 = hooks::kHasScoreMod ? kLog2e : p.scale_log2;
+  constexpr bool kSoftmax = hooks::kNormalizer == Normalizer::Softmax;
+  // The last consumer hands the first token to consumer 0.
+  if (consumer == kConsumers - 1) pass_mma_token(consumer);
+
+  float s[kSAcc];
+  uint32_t pf[kPvSteps][4];
+  // Defined once here, before any wgmma is in flight (an undefined accumulator is
+  // materialised inside the wgmma's issue window, which serialises every wgmma):
+  // each tile's first PV product overwrites O (gemm_pv's `accumulate`).
+  float o[kOAcc];
+#pragma unroll
+  for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kSAcc; ++i) s[i] = 0.f;
+  RingSlot slot;
+  int iter = 0;
+  int t = blockIdx.x;
+  OpenTile cur = open_tile(P, sh, t, iter);
+  // The S product of a tile's first block is issued before the previous tile's
+  // epilogue (below, except for the CTA's first tile), so that the tensor cores
+  // have work across tile boundaries.
+  if (cur.n >= 0) {
+    mbar_wait(&sh.k_full[slot.index], slot.phase);
+    take_mma_token(consumer);
+    gemm_qk(s, sh, cur.qb, slot.index, consumer);
+    wgmma_commit();
+    pass_mma_token(consumer);
+    wgmma_wait<0>();
+    fence_operands(s);
+  }
+  while (true) {
+    const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
+    RowStats st;
+    bool o_written = false;  // O holds this tile's first PV product (else garbage)
+    RingSlot pv;  // the slot of the block whose PV product is next
+    const bool live = cur.n >= 0;
+    if (live) {  // the first block's S product is ready
+      release(&sh.k_empty[slot.index], thread);
+      const BlockClass first = classify(p, cur.walk, cur.n, q_base);
+      with_block_class(first, [&](auto masked, auto tail) {
+        block_logits<decltype(masked)::value, decltype(tail)::value>(s, p, cur.walk, cur.n,
+                                                                     q_base, pos,
+                                                                     first.all_masked);
+      });
+      if constexpr (kSoftmax) {
+        float rescale[2];
+        online_softmax(s, st, to_log2, rescale);
+      }
+      probs_to_fragments(s, pf);
+      pv = slot;
+      slot.advance();
+
+      // Steady state: S of block n issued before the PV product of the previous one.
+      for (int n = cur.walk.next(p); n >= 0; n = cur.walk.next(p)) {
+        const BlockClass cls = classify(p, cur.walk, n, q_base);
+        with_block_class(cls, [&](auto masked, auto tail) {
+          mbar_wait(&sh.k_full[slot.index], slot.phase);
+          take_mma_token(consumer);
+          gemm_qk(s, sh, cur.qb, slot.index, consumer);
+          wgmma_commit();
+          mbar_wait(&sh.v_full[pv.index], pv.phase);
+          gemm_pv(o, pf, sh, pv.index, o_written);
+          wgmma_commit();
+          pass_mma_token(consumer);
+          wgmma_wait<1>();
+          fence_operands(s);
+          release(&sh.k_empty[slot.index], thread);
+          block_logits<decltype(masked)::value, decltype(tail)::value>(s, p, cur.walk, n, q_base,
+                                                                       pos, cls.all_masked);
+          float rescale[2];
+          bool moved = false;
+          if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
+          fence_operands(s);
+          wgmma_wait<0>();
+          fence_operands(o);
+          release(&sh.v_empty[pv.index], thread);
+          if (moved) rescale_o(o, rescale);
+          probs_to_fragments(s, pf);
+        });
+        o_written = true;
+        pv = slot;
+        slot.advance();
+      }
+    }
+    // Q of this tile is no longer read by this consumer.
+    release(&sh.q_empty[cur.qb], thread);
+
+    // The next tile of the schedule, opened now so that its first S product can be
+    // issued together with this tile's last PV product.
+    const int t_next = t + gridDim.x;
+    const bool more = t_next < P.num_tiles;
+    OpenTile next;
+    next.n = -1;
+    if (more) next = open_tile(P, sh, t_next, iter + 1);
+    // Straight-line code per case, each with its own epilogue: the compiler loses
+    // track of which wgmma is in flight where such paths join, and then waits for
+    // it (serialising every wgmma of the kernel).
+    if (live && next.n >= 0) {  // the common case
+      mbar_wait(&sh.v_full[pv.index], pv.phase);
+      mbar_wait(&sh.k_full[slot.index], slot.phase);
+      take_mma_token(consumer);
+      gemm_pv(o, pf, sh, pv.index, o_written);
+      wgmma_commit();
+      gemm_qk(s, sh, next.qb, slot.index, consumer);
+      wgmma_commit();
+      pass_mma_token(consumer);
+      wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
+      fence_operands(o);
+      release(&sh.v_empty[pv.index], thread);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2);
+      // Retired before the paths join: an S product in flight across the join
+      // makes the compiler copy its registers there, which serialises every wgmma.
+      wgmma_wait<0>();
+      fence_operands(s);
+    } else {  // the CTA's last tile, or one without live key blocks
+      if (live) {
+        mbar_wait(&sh.v_full[pv.index], pv.phase);
+        take_mma_token(consumer);
+        gemm_pv(o, pf, sh, pv.index, o_written);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        wgmma_wait<0>();
+        fence_operands(o);
+        release(&sh.v_empty[pv.index], thread);
+      } else if (next.n >= 0) {
+        mbar_wait(&sh.k_full[slot.index], slot.phase);
+        take_mma_token(consumer);
+        gemm_qk(s, sh, next.qb, slot.index, consumer);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        wgmma_wait<0>();
+        fence_operands(s);
+      }
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, st, to_log2);
+    }
+    if (!more) break;
+    cur = next;
+    t = t_next;
+    ++iter;
+  }
+  if (thread == 0) tma_store_wait_all();
+}
+
+}  // namespace fa_sm90
+
+using fa_sm90::Sm90Params;
+
+// Launch facts read by the host from the cubin: block_m, block_n, threads,
+// dynamic smem bytes, normaliser, head dim, stages (docs/hooks.md).
+extern "C" __constant__ int cubridge_kernel_info[7] = {
+    fa_sm90::kBlockM,    fa_sm90::kBlockN,
+    fa_sm90::kThreads,   fa_sm90::kSmemBytes,
+    static_cast<int>(cubridge_hooks::kNormalizer), fa_sm90::kHeadDim,
+    fa_sm90::kStages};
+
+// Whether the hooks mask (the launcher orders its tile schedule by it).
+extern "C" __constant__ int cubridge_sm90_masked = cubridge_hooks::kHasMaskMod ? 1 : 0;
+
+// Persistent grid: (min(tiles, SMs), 1, 1).
+extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
+    fa_sm90_fwd(const __grid_constant__ Sm90Params P) {
+  using namespace fa_sm90;
+  extern __shared__ unsigned char smem_raw[];
+  // 128-byte swizzled tiles must sit on 1024-byte boundaries.
+  const uint32_t raw = smem_addr(smem_raw);
+  SharedStorage& sh =
+      *reinterpret_cast<SharedStorage*>(smem_raw + ((1024 - raw % 1024) % 1024));
+  // Broadcast from lane 0: the compiler then knows the role is warp-uniform, and so
+  // is every branch derived from it (no serialised wgmma in 'divergent' paths).
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kQBuffers; ++i) {
+      mbar_init(&sh.q_full[i], 1);
+      mbar_init(&sh.q_empty[i], 4 * kConsumers);
+    }
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&sh.k_full[i], 1);
+      mbar_init(&sh.v_full[i], 1);
+      mbar_init(&sh.k_empty[i], 4 * kConsumers);
+      mbar_init(&sh.v_empty[i], 4 * kConsumers);
+    }
+    mbar_init_fence();
+    tma_prefetch_map(&P.tma_q);
+    tma_prefetch_map(&P.tma_k);
+    tma_prefetch_map(&P.tma_v);
+    tma_prefetch_map(&P.tma_o);
+  }
+  __syncthreads();
+  if (warpgroup == 0) {
+    regs_release<kProducerRegs>();
+    if (threadIdx.x == 0) producer(P, sh);
+  } else {
+    regs_claim<kConsumerRegs>();
+    consumer(P, sh, warpgroup - 1);
+  }
+}

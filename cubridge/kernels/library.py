@@ -1,0 +1,618 @@
+"""The expert kernel library: one `LibraryKernel` per entry.
+
+An entry is a directory holding `metadata.json` (read by `read_metadata`), the
+CUDA source with its hook points, the spec of what it computes and a CuIR
+program (named in the metadata as "module:Class"). Entries are found in
+cubridge/kernels/, in the directories named by $CUBRIDGE_KERNEL_DIRS
+(os.pathsep-separated folders of entries) and through `register_kernel`.
+A directory without metadata.json (a CuIR program still waiting for its CUDA
+kernel) is not an entry.
+
+    kernel = select_kernel("sm_90a", head_dim=128, dtype=torch.bfloat16)
+    kernel = get_kernel(name)                      # by name (`--kernel NAME`)
+    compiled = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=text)
+    runnable = kernel.launchable(128, torch.bfloat16, "sm_90a", hooks_header=text)
+
+An entry that needs more than the metadata says (its own tile-config type, a
+different launch ABI, another hook-table tile) ships `kernel.py` with a
+subclass of `LibraryKernel` named in the metadata's "class" field; `launch`
+builds the parameter struct and grid of one launch, `config_type` is its
+tile-config dataclass, `compile_defines` its macros, `table_block` the tile of
+the host-side block tables its hooks read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from cubridge.attention import default_scale
+from cubridge.build.arch import check_supported, parse_arch
+from cubridge.build.attention_op import AttentionKernel, KernelInfo, check_inputs, register
+from cubridge.build.compile import CompiledKernel, compile_cuda
+from cubridge.build.driver import device_arch, require_cuda_device
+from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
+from cubridge.modules import load_module_from_path
+from cubridge.spec.loader import load
+
+KERNELS_DIR = Path(__file__).resolve().parent
+KERNEL_DIRS_ENV = "CUBRIDGE_KERNEL_DIRS"
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+NORMALIZERS = ("softmax", "elementwise")
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Tiling of a warp-tiled kernel for one head dim (the names of its CuIR
+    constructor arguments): a CTA of `num_warps` warps computes `block_m` query
+    rows against key blocks of `block_n` through `stages` K/V slots."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    stages: int
+
+    def cuir_kwargs(self) -> dict[str, Any]:
+        """The CuIR program's constructor arguments for this tiling."""
+        return dataclasses.asdict(self)
+
+    @property
+    def table_rows(self) -> int:
+        """Query rows the kernel classifies key blocks for at once (one warp's)."""
+        return self.block_m // self.num_warps
+
+
+@dataclass(frozen=True)
+class KernelMetadata:
+    """metadata.json of an entry, checked (errors name the file and field)."""
+
+    name: str
+    description: str
+    directory: Path
+    source: Path
+    entry: str
+    cuir: str  # "package.module:Class" of the CuIR program
+    spec: Path
+    min_arch: str
+    archs: tuple[str, ...]
+    compile_only_archs: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    dtypes: tuple[torch.dtype, ...]
+    normalizers: tuple[str, ...]
+    returns_lse: bool
+    configs: Mapping[int, Any]  # head dim -> the entry's tile-config type
+    defines: Mapping[str, str]  # config field / head_dim / causal / float16 -> macro
+    device_note: str  # what the LLM prompts say about the target device
+    priority: int  # selection order among entries that fit (higher first)
+    kernel_class: str  # "module:Class" of a LibraryKernel subclass, or ""
+
+    def config(self, head_dim: int) -> Any:
+        if head_dim not in self.configs:
+            raise ValueError(f"kernel {self.name}: no tile config for head dim {head_dim} "
+                             f"(has {sorted(self.configs)})")
+        return self.configs[head_dim]
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    """One build of an entry for a variant: head dims, tile config (the fields of
+    the entry's config type) and the default hooks' causal mode. A run compiles
+    each build in each of the spec's dtypes; lower.json lists them."""
+
+    head_dim: int
+    head_dim_v: int | None = None  # None: equal to head_dim, no macro
+    config: tuple[tuple[str, int], ...] = ()  # () : the metadata's config for head_dim
+    causal: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"head_dim": self.head_dim, "head_dim_v": self.head_dim_v,
+                "config": dict(self.config), "causal": self.causal}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelBuild:
+        return cls(int(data["head_dim"]),
+                   None if data.get("head_dim_v") is None else int(data["head_dim_v"]),
+                   tuple(sorted((str(k), int(v)) for k, v in data.get("config", {}).items())),
+                   bool(data.get("causal", False)))
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        """(QK head dim, V head dim)."""
+        return self.head_dim, self.head_dim if self.head_dim_v is None else self.head_dim_v
+
+
+def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
+    """Read and check an entry's metadata.json."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
+
+    def field(key: str) -> Any:
+        if key not in raw:
+            raise ValueError(f"{path}: missing field {key!r}")
+        return raw[key]
+
+    unknown = [d for d in field("dtypes") if d not in _DTYPES]
+    if unknown:
+        raise ValueError(f"{path}: unknown dtypes {unknown} (known: {sorted(_DTYPES)})")
+    directory = path.parent
+    source = directory / str(field("source"))
+    if not source.is_file():
+        raise ValueError(f"{path}: source {source.name} does not exist")
+    spec = directory / str(raw.get("spec", "spec.py"))
+    if not spec.is_file():
+        raise ValueError(f"{path}: spec {spec.name} does not exist")
+    cuir = str(field("cuir"))
+    if ":" not in cuir:
+        raise ValueError(f"{path}: 'cuir' must be 'package.module:Class', got {cuir!r}")
+    try:
+        configs = {int(d): config_type(**c) for d, c in field("configs").items()}
+    except TypeError as exc:
+        raise ValueError(f"{path}: bad tile config for {config_type.__name__}: {exc}") from exc
+    head_dims = tuple(int(d) for d in field("head_dims"))
+    missing = [d for d in head_dims if d not in configs]
+    if missing:
+        raise ValueError(f"{path}: head dims {missing} have no entry in 'configs'")
+    normalizers = tuple(raw.get("normalizers", ("softmax",)))
+    bad = [n for n in normalizers if n not in NORMALIZERS]
+    if bad:
+        raise ValueError(f"{path}: unknown normalizers {bad} (known: {list(NORMALIZERS)})")
+    defines = dict(field("defines"))
+    needed = [k for k in ("head_dim", "float16") if k not in defines]
+    if needed:
+        raise ValueError(f"{path}: 'defines' names no macro for {needed}")
+    archs = tuple(field("archs"))
+    for arch in (*archs, str(field("min_arch"))):
+        try:
+            parse_arch(arch)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+    return KernelMetadata(
+        name=str(field("name")),
+        description=str(field("description")),
+        directory=directory,
+        source=source,
+        entry=str(field("entry")),
+        cuir=cuir,
+        spec=spec,
+        min_arch=str(field("min_arch")),
+        archs=archs,
+        compile_only_archs=tuple(raw.get("compile_only_archs", ())),
+        head_dims=head_dims,
+        dtypes=tuple(_DTYPES[d] for d in field("dtypes")),
+        normalizers=normalizers,
+        returns_lse=bool(raw.get("returns_lse", True)),
+        configs=configs,
+        defines=defines,
+        device_note=str(raw.get("device_note", field("min_arch"))),
+        priority=int(raw.get("priority", 0)),
+        kernel_class=str(raw.get("class", "")),
+    )
+
+
+def _arch_number(arch: str) -> int:
+    major, minor, _ = parse_arch(arch)
+    return 10 * major + minor
+
+
+class LibraryKernel:
+    """One library entry: its metadata, CuIR program, spec, tile configs,
+    compile defines, compilation, launch ABI and hook-table tile."""
+
+    config_type: ClassVar[type] = TileConfig
+
+    def __init__(self, metadata: KernelMetadata) -> None:
+        self.metadata = metadata
+
+    # -- what the entry is -----------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def directory(self) -> Path:
+        return self.metadata.directory
+
+    @property
+    def source(self) -> Path:
+        """The CUDA source with its hook points."""
+        return self.metadata.source
+
+    @property
+    def entry(self) -> str:
+        return self.metadata.entry
+
+    @property
+    def spec_path(self) -> Path:
+        return self.metadata.spec
+
+    @property
+    def ir_class(self) -> str:
+        """"package.module:Class" of the CuIR program (what the sandbox imports)."""
+        return self.metadata.cuir
+
+    @property
+    def cuir_path(self) -> Path:
+        """The CuIR program's file (found without importing it)."""
+        module = self.ir_class.partition(":")[0]
+        found = importlib.util.find_spec(module)
+        if found is None or found.origin is None:
+            raise ValueError(f"kernel {self.name}: CuIR module {module} not found")
+        return Path(found.origin)
+
+    def cuir_class(self) -> type:
+        """The CuIR program (a KernelBase subclass)."""
+        module, _, cls = self.ir_class.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def spec(self) -> Any:
+        """The spec of what the kernel computes (cubridge.spec.Spec)."""
+        return load(self.spec_path)
+
+    def correspondence(self) -> dict[str, Any] | None:
+        """The IR <-> CUDA correspondence a lift recorded, if any."""
+        path = self.directory / "correspondence.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def config(self, head_dim: int) -> Any:
+        """The entry's tile config for `head_dim` (a `config_type`)."""
+        return self.metadata.config(head_dim)
+
+    def cuir_config(self, head_dim: int) -> dict[str, Any]:
+        """The CuIR program's constructor arguments for `head_dim`."""
+        return self.config(head_dim).cuir_kwargs()
+
+    def table_block(self, head_dim: int) -> tuple[int, int]:
+        """The tile (query rows, keys) of the host-side block tables the hooks
+        read: the rows the kernel classifies at once by its key block."""
+        cfg = self.config(head_dim)
+        return cfg.table_rows, cfg.block_n
+
+    # -- selection --------------------------------------------------------------------
+
+    def unsupported(self, *, arch: str | None = None, head_dim: int | None = None,
+                    head_dim_v: int | None = None, dtype: torch.dtype | None = None,
+                    normalizer: str | None = None) -> str:
+        """Why this entry cannot serve the request ("" when it can)."""
+        meta = self.metadata
+        if arch is not None and _arch_number(arch) < _arch_number(meta.min_arch):
+            return f"needs {meta.min_arch} or newer (have {arch})"
+        if head_dim is not None and head_dim not in meta.head_dims:
+            return f"head dim {head_dim} not among {list(meta.head_dims)}"
+        if head_dim_v is not None and head_dim_v != head_dim:
+            return f"V head dim {head_dim_v} differs from QK's {head_dim}"
+        if dtype is not None and dtype not in meta.dtypes:
+            return f"dtype {dtype} not among {[str(d) for d in meta.dtypes]}"
+        if normalizer is not None:
+            kind = "softmax" if normalizer == "softmax" else "elementwise"
+            if kind not in meta.normalizers:
+                return f"normaliser {normalizer} not supported"
+        return ""
+
+    # -- compilation ------------------------------------------------------------------
+
+    def compile_defines(self, head_dim: int, dtype: torch.dtype, config: Any = None, *,
+                        causal: bool = False, head_dim_v: int | None = None
+                        ) -> dict[str, int]:
+        """The -D macros of one build, from metadata.json's "defines" map: each
+        tile-config field, head_dim (and head_dim_v when given), causal, and
+        the float16 flag for fp16. A config field without a macro is fixed by
+        the source: it must keep the metadata's value."""
+        meta = self.metadata
+        if head_dim not in meta.head_dims and head_dim_v is None:
+            raise ValueError(f"{self.name}: head dim {head_dim} not supported "
+                             f"(have {meta.head_dims})")
+        if dtype not in meta.dtypes:
+            raise TypeError(f"{self.name}: dtype {dtype} not supported (have {meta.dtypes})")
+        base = meta.configs.get(head_dim) or next(iter(meta.configs.values()))
+        cfg = config or base
+        if not isinstance(cfg, self.config_type):
+            raise TypeError(f"{self.name}: tile config must be a {self.config_type.__name__}, "
+                            f"got {type(cfg).__name__}")
+        macros = meta.defines
+        out: dict[str, int] = {macros["head_dim"]: head_dim}
+        if head_dim_v is not None and "head_dim_v" in macros:
+            out[macros["head_dim_v"]] = head_dim_v
+        for f in dataclasses.fields(cfg):
+            value = getattr(cfg, f.name)
+            if f.name in macros:
+                out[macros[f.name]] = int(value)
+            elif value != getattr(base, f.name):
+                raise ValueError(f"{self.name}: {f.name} is fixed at {getattr(base, f.name)} "
+                                 f"by {self.source.name} (no macro for it), got {value}")
+        if "causal" in macros:
+            out[macros["causal"]] = int(causal)
+        elif causal:
+            raise ValueError(f"{self.name}: the default hooks have no causal mode")
+        if dtype == torch.float16:
+            out[macros["float16"]] = 1
+        return out
+
+    def compile(self, head_dim: int, dtype: torch.dtype, arch: str, *, causal: bool = False,
+                hooks_header: str | None = None, source: str | None = None,
+                config: Any = None, head_dim_v: int | None = None) -> CompiledKernel:
+        """Compile (or fetch from the cache) one build. Needs nvcc, not a GPU.
+        `causal` selects the default header's causal mode and cannot be combined
+        with a generated `hooks_header`. `source` replaces the text of the CUDA
+        source (a patched copy from LLM-driven lowering; it must keep the entry
+        name, the parameter struct and cubridge_kernel_info). `config` overrides
+        the metadata's tile config (tuning; the cubin reports its own)."""
+        if causal and hooks_header is not None:
+            raise ValueError(f"{self.name}: causal=True applies to the default hooks only; a "
+                             "generated hooks header states its own mask")
+        check_supported(arch, self.metadata.min_arch, f"kernel {self.name}")
+        defines = self.compile_defines(head_dim, dtype, config, causal=causal,
+                                       head_dim_v=head_dim_v)
+        if source is None:
+            return compile_cuda(self.source, arch=arch, hooks_header=hooks_header,
+                                defines=defines)
+        return compile_cuda(source, arch=arch, hooks_header=hooks_header, defines=defines,
+                            include_dirs=[self.directory])
+
+    def build_config(self, build: KernelBuild) -> Any:
+        """The tile config of a build (a `config_type`)."""
+        if not build.config:
+            return None
+        return self.config_type(**dict(build.config))
+
+    def compile_build(self, build: KernelBuild, dtype: torch.dtype, arch: str, *,
+                      hooks_header: str | None = None, source: str | None = None
+                      ) -> CompiledKernel:
+        """Compile one of a variant's builds in `dtype`."""
+        return self.compile(build.head_dim, dtype, arch, causal=build.causal,
+                            hooks_header=hooks_header, source=source,
+                            config=self.build_config(build), head_dim_v=build.head_dim_v)
+
+    def build_for(self, head_dim: int, head_dim_v: int | None = None,
+                  config: Mapping[str, Any] | None = None, causal: bool = False
+                  ) -> KernelBuild:
+        """A build of this entry: `config` (CuIR constructor arguments, e.g. a
+        target program's config) keeps the fields of the entry's config type;
+        missing ones come from the metadata."""
+        fields = [f.name for f in dataclasses.fields(self.config_type)]
+        base = self.metadata.configs.get(head_dim) or next(iter(self.metadata.configs.values()))
+        chosen = {f: int((config or {}).get(f, getattr(base, f))) for f in fields}
+        return KernelBuild(head_dim, None if head_dim_v in (None, head_dim) else head_dim_v,
+                           tuple(sorted(chosen.items())), causal)
+
+    def attention_kernel(self, compiled: CompiledKernel, head_dim: int,
+                         dtype: torch.dtype) -> AttentionKernel:
+        """A compiled build as something the `cubridge::attention_fwd` op runs."""
+        return AttentionKernel(compiled, self.entry, head_dim, dtype, self.launch)
+
+    def launchable(self, head_dim: int, dtype: torch.dtype, arch: str, *,
+                   causal: bool = False, hooks_header: str | None = None,
+                   source: str | None = None, config: Any = None,
+                   head_dim_v: int | None = None) -> AttentionKernel:
+        """The compiled build, launchable (cached per process)."""
+        return _launchable(self, head_dim, dtype, arch, causal, hooks_header, source, config,
+                           head_dim_v)
+
+    # -- the launch ABI -----------------------------------------------------------------
+
+    def launch(self, info: KernelInfo, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               out: torch.Tensor, lse: torch.Tensor, scale: float,
+               aux: Sequence[torch.Tensor]) -> Launch:
+        """The entry point, grid, block, shared memory and parameter struct of
+        one launch. The default: one FwdParams, one CTA per (query block, query
+        head, batch). Override for another struct (TMA descriptors ahead of the
+        FwdParams fields) or grid (persistent CTAs)."""
+        b, hq, sq, _ = q.shape
+        params = fill_fwd_params(FwdParams(), q, k, v, out, lse, scale, aux)
+        grid = ((sq + info.block_m - 1) // info.block_m, hq, b)
+        return Launch(info.entry_for(self.entry, k.shape[2]), grid, (info.threads, 1, 1),
+                      info.smem_bytes, params)
+
+    # -- running it -----------------------------------------------------------------------
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  scale: float | None = None, causal: bool = False,
+                  hooks_header: str | None = None, aux: Sequence[torch.Tensor] = (),
+                  out: torch.Tensor | None = None, lse: torch.Tensor | None = None,
+                  source: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Forward attention with this entry; returns (out, lse), lse None for
+        elementwise normalisers. `aux` tensors go to the hooks in order
+        (AuxArgs.t[0..]). With `out`/`lse` given the kernel writes into them
+        (eager only); otherwise it runs as the torch op."""
+        meta = self.metadata
+        aux_list = list(aux.values()) if isinstance(aux, Mapping) else list(aux)
+        check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux_list, what=self.name)
+        scale = default_scale(q.shape[3]) if scale is None else float(scale)
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"{self.name}: scale must be a positive finite number, got {scale}")
+        device = require_cuda_device(q.device)
+        kernel = self.launchable(q.shape[3], q.dtype, device_arch(device), causal=causal,
+                                 hooks_header=hooks_header, source=source)
+        key = register(kernel)
+        if out is None and lse is None:
+            out, lse = torch.ops.cubridge.attention_fwd(q, k, v, aux_list, scale, key)
+        else:
+            b, hq, sq, _ = q.shape
+            out = torch.empty_like(q) if out is None else out
+            lse = q.new_empty((b, hq, sq), dtype=torch.float32) if lse is None else lse
+            _check_outputs(self.name, q, v, out, lse)
+            kernel.run(q, k, v, scale, aux_list, out, lse)
+        return out, (lse if kernel.normalizer(device) == "softmax" else None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.directory})"
+
+
+@functools.cache
+def _launchable(kernel: LibraryKernel, head_dim: int, dtype: torch.dtype, arch: str,
+                causal: bool, hooks_header: str | None, source: str | None, config: Any,
+                head_dim_v: int | None) -> AttentionKernel:
+    compiled = kernel.compile(head_dim, dtype, arch, causal=causal, hooks_header=hooks_header,
+                              source=source, config=config, head_dim_v=head_dim_v)
+    return kernel.attention_kernel(compiled, head_dim, dtype)
+
+
+def _check_outputs(what: str, q: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                   lse: torch.Tensor) -> None:
+    b, hq, sq, _ = q.shape
+    want = (b, hq, sq, v.shape[3])
+    if tuple(out.shape) != want or out.dtype != q.dtype or out.device != q.device:
+        raise ValueError(f"{what}: out must be {want} {q.dtype} on {q.device}; got "
+                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
+    if out.stride(3) != 1 or any(s % 8 for s in out.stride()[:3]) or out.data_ptr() % 16:
+        raise ValueError(f"{what}: out needs a contiguous last dim and 16-byte aligned rows "
+                         f"(strides {out.stride()})")
+    if tuple(lse.shape) != (b, hq, sq) or lse.dtype != torch.float32 or not lse.is_contiguous():
+        raise ValueError(f"{what}: lse must be a contiguous float32 tensor of shape "
+                         f"{(b, hq, sq)}; got {tuple(lse.shape)} {lse.dtype}")
+
+
+# -- the registry ---------------------------------------------------------------------------
+
+_REGISTERED: dict[str, LibraryKernel] = {}
+
+
+def _kernel_class(metadata_path: Path) -> type[LibraryKernel]:
+    """The entry's LibraryKernel class: metadata "class" ("module:Class", or
+    "kernel.py:Class" beside the metadata), else LibraryKernel."""
+    ref = json.loads(metadata_path.read_text()).get("class", "") \
+        if metadata_path.is_file() else ""
+    if not ref:
+        return LibraryKernel
+    module, _, name = ref.partition(":")
+    if module.endswith(".py"):
+        loaded = load_module_from_path(metadata_path.parent / module,
+                                       f"cubridge_kernel_{metadata_path.parent.name}")
+    else:
+        loaded = importlib.import_module(module)
+    cls = getattr(loaded, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, LibraryKernel)):
+        raise ValueError(f"{metadata_path}: 'class' {ref!r} is not a LibraryKernel subclass")
+    return cls
+
+
+def load_kernel(directory: Path) -> LibraryKernel:
+    """The entry in `directory` (which holds its metadata.json)."""
+    path = Path(directory) / "metadata.json"
+    if not path.is_file():
+        raise ValueError(f"{directory} is not a library entry: it has no metadata.json")
+    cls = _kernel_class(path)
+    return cls(read_metadata(path, cls.config_type))
+
+
+def register_kernel(directory: str | Path) -> LibraryKernel:
+    """Add the entry in `directory` to the library (for this process)."""
+    kernel = load_kernel(Path(directory))
+    _REGISTERED[kernel.name] = kernel
+    _discovered.cache_clear()
+    return kernel
+
+
+def unregister_kernel(name: str) -> None:
+    _REGISTERED.pop(name, None)
+    _discovered.cache_clear()
+
+
+def _search_dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get(KERNEL_DIRS_ENV, "").split(os.pathsep) if p]
+    return [KERNELS_DIR, *extra]
+
+
+@functools.cache
+def _discovered(search: tuple[Path, ...]) -> dict[str, LibraryKernel]:
+    found: dict[str, LibraryKernel] = {}
+    for root in search:
+        for path in sorted(Path(root).glob("*/metadata.json")):
+            kernel = load_kernel(path.parent)
+            if kernel.name in found:
+                raise ValueError(f"two library entries named {kernel.name!r}: "
+                                 f"{found[kernel.name].directory} and {kernel.directory}")
+            found[kernel.name] = kernel
+    return found
+
+
+def _library() -> dict[str, LibraryKernel]:
+    return {**_discovered(tuple(_search_dirs())), **_REGISTERED}
+
+
+def list_kernels() -> list[LibraryKernel]:
+    """Every entry of the library, by name."""
+    return [k for _, k in sorted(_library().items())]
+
+
+def kernel_names() -> list[str]:
+    return sorted(_library())
+
+
+def get_kernel(name: str) -> LibraryKernel:
+    """The entry called `name` (`--kernel NAME`)."""
+    library = _library()
+    if name not in library:
+        raise ValueError(f"no kernel {name!r} in the library (have: {', '.join(sorted(library))})")
+    return library[name]
+
+
+def select_kernel(arch: str | None = None, head_dim: int | None = None,
+                  dtype: torch.dtype | None = None, normalizer: str | None = None, *,
+                  head_dim_v: int | None = None, kernel: str | LibraryKernel | None = None
+                  ) -> LibraryKernel:
+    """The entry to use: `kernel` when given (the `--kernel` override, by name
+    or object), else the highest-priority entry supporting the arch, head dim,
+    dtype and normaliser (newest minimum arch first among equals; with no arch,
+    the most portable entry first). With nothing
+    that fits, the first entry that supports the arch: its head dims then tell
+    the router that the variant changes tile shapes (the LLM path)."""
+    if isinstance(kernel, LibraryKernel):
+        return kernel
+    if kernel:
+        return get_kernel(kernel)
+    entries = list_kernels()
+    if not entries:
+        raise ValueError("the kernel library is empty")
+    if arch is None:  # no device known: the most portable entry first
+        order = sorted(entries, key=lambda k: (_arch_number(k.metadata.min_arch),
+                                               -k.metadata.priority, k.name))
+    else:
+        order = sorted(entries, key=lambda k: (-k.metadata.priority,
+                                               -_arch_number(k.metadata.min_arch), k.name))
+    for candidate in order:
+        if not candidate.unsupported(arch=arch, head_dim=head_dim, head_dim_v=head_dim_v,
+                                     dtype=dtype, normalizer=normalizer):
+            return candidate
+    for candidate in order:
+        if not candidate.unsupported(arch=arch):
+            return candidate
+    reasons = "; ".join(f"{k.name}: {k.unsupported(arch=arch)}" for k in order)
+    raise ValueError(f"no library kernel runs on {arch} ({reasons})")
+
+
+def select_for_spec(spec: Any, arch: str | None = None,
+                    kernel: str | LibraryKernel | None = None) -> LibraryKernel:
+    """`select_kernel` for a spec: its first head config, first dtype and normaliser."""
+    cfg = spec.configs[0]
+    return select_kernel(arch, cfg.d, spec.dtypes[0] if spec.dtypes else None, spec.normalizer,
+                         head_dim_v=cfg.head_dim_v, kernel=kernel)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
+              causal: bool = False, hooks_header: str | None = None,
+              aux: Sequence[torch.Tensor] = (), out: torch.Tensor | None = None,
+              lse: torch.Tensor | None = None, source: str | None = None,
+              kernel: str | LibraryKernel | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Forward attention with the library entry `select_kernel` picks for q (its
+    GPU's arch, head dim and dtype), or `kernel`; see LibraryKernel.attention.
+    q [B,Hq,Sq,D], k/v [B,Hk,Sk,D] (cubridge.attention conventions)."""
+    arch = device_arch(q.device) if q.is_cuda else None
+    d = q.shape[-1] if q.dim() else None
+    chosen = select_kernel(arch, d, q.dtype, kernel=kernel)
+    return chosen.attention(q, k, v, scale, causal, hooks_header, aux, out, lse, source)

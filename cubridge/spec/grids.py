@@ -1,0 +1,91 @@
+"""FlexAttention-style mods evaluated on whole index grids.
+
+A spec's `mask_mod(b, h, q_idx, kv_idx)` and `score_mod(s, b, h, q_idx, kv_idx)`
+are elementwise, so calling them on broadcastable index tensors
+(b: [B,1,1,1], h: [1,H,1,1], q: [1,1,Q,1], k: [1,1,1,K]) evaluates them on a
+whole block of pairs at once. The shape of the result tells which indices a
+mask really depends on (a document mask comes back [B,1,Q,K]). Binding the mods
+to their aux tensors is the spec part's (cubridge.spec.mods.bind_mods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+Mod = Callable[..., torch.Tensor]
+INDEX_DTYPE = torch.int32  # what FlexAttention passes to mods
+
+
+def index_grid(
+    batches: torch.Tensor, heads: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Views of four 1-d index vectors that broadcast to [B, H, Q, K]."""
+    return (batches.view(-1, 1, 1, 1), heads.view(1, -1, 1, 1),
+            q_idx.view(1, 1, -1, 1), kv_idx.view(1, 1, 1, -1))
+
+
+def arange(n: int, device: torch.device | str, start: int = 0) -> torch.Tensor:
+    return torch.arange(start, start + n, device=device, dtype=INDEX_DTYPE)
+
+
+def eval_mask(mask_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+              k: torch.Tensor) -> torch.Tensor:
+    """mask_mod on a grid, as a bool tensor broadcast to at least [1, 1, Q, K].
+    Dims 0 and 1 stay 1 when the mask does not depend on batch or head."""
+    out = torch.as_tensor(mask_mod(b, h, q, k), device=q.device)
+    if out.dtype != torch.bool:
+        raise TypeError(f"mask_mod returned {out.dtype}, expected a bool tensor")
+    shape = torch.broadcast_shapes(out.shape, (1, 1, q.shape[2], k.shape[3]))
+    return out.expand(shape)
+
+
+def is_additive(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+                 k: torch.Tensor) -> bool:
+    """score_mod(s) - s independent of s, checked exactly in float64 on this grid."""
+    # [1,1,1,1] rather than 0-d scores: a 0-d float64 tensor would not promote
+    # float32 aux (slopes, tables) to float64, and rounding would hide additivity.
+    def at(value: float) -> torch.Tensor:
+        s = torch.full((1, 1, 1, 1), value, dtype=torch.float64, device=q.device)
+        return torch.as_tensor(score_mod(s, b, h, q, k), device=q.device).to(torch.float64) - s
+
+    bias = at(0.0)
+    return all(torch.allclose(at(v), bias, rtol=1e-9, atol=1e-9) for v in (-7.25, 0.5, 13.0))
+
+
+def eval_score_bias(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+                    k: torch.Tensor, dtype: torch.dtype = torch.float32,
+                    rows_per_chunk: int = 256) -> torch.Tensor | None:
+    """The additive bias of score_mod on the grid, at least [1, 1, Q, K], or None
+    if score_mod is not `s + bias(b, h, q, k)` (checked on the first and last
+    query rows). Built in row chunks: a float64 grid at S = 8192 would not fit."""
+    edges = torch.cat([q[:, :, :rows_per_chunk], q[:, :, -rows_per_chunk:]], dim=2)
+    if not is_additive(score_mod, b, h, edges, k):
+        return None
+    zero = torch.zeros((1, 1, 1, 1), dtype=torch.float32, device=q.device)
+    first = torch.as_tensor(score_mod(zero, b, h, q[:, :, :1], k))
+    shape = torch.broadcast_shapes(first.shape[:2] + (q.shape[2], k.shape[3]),
+                                   (1, 1, q.shape[2], k.shape[3]))
+    bias = torch.empty(shape, dtype=dtype, device=q.device)
+    for start in range(0, q.shape[2], rows_per_chunk):
+        rows = q[:, :, start:start + rows_per_chunk]
+        bias[:, :, start:start + rows.shape[2]] = score_mod(zero, b, h, rows, k)
+    return bias
+
+
+def softcap_of(score_mod: Mod, device: torch.device | str) -> float | None:
+    """c if score_mod is `c * tanh(s / c)` for every index probed, else None."""
+    probes = torch.tensor([-40.0, -3.0, -0.25, 0.0, 0.7, 5.0, 60.0], dtype=torch.float64,
+                          device=device).view(1, 1, 1, 1, -1)
+    b, h, q, k = index_grid(arange(2, device), arange(3, device), arange(5, device),
+                            arange(5, device))
+    big = torch.full((), 1e6, dtype=torch.float64, device=device)
+    zero = torch.zeros((), dtype=INDEX_DTYPE, device=device)
+    cap = float(torch.as_tensor(score_mod(big, zero, zero, zero, zero)))
+    if not 0.0 < cap < 1e5:
+        return None
+    got = torch.as_tensor(score_mod(probes, b[..., None], h[..., None], q[..., None],
+                                    k[..., None])).to(torch.float64)
+    want = cap * torch.tanh(probes / cap)
+    return cap if torch.allclose(got, want.expand_as(got), rtol=1e-6, atol=1e-6) else None

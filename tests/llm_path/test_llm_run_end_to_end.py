@@ -1,0 +1,91 @@
+"""`cubridge run` on the LLM path through to a kernel, replayed from the recorded
+expert fixtures (labelled, not model output) for cosine attention: LLM transfer
+-> LLM lowering (nvcc) -> compile -> on a GPU: verification, kernel.py,
+benchmark; without one the run stops after compiling and says so. Both paths
+write the same artifacts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from stage_fixtures import FIXTURE_LABEL, SPECS, fixture_reply
+
+from cubridge.kernels import get_kernel
+from cubridge.llm import Request, code_block, record_fixture
+from cubridge.llm_path.lower import builds_for, describe_target, lower_messages
+from cubridge.llm_path.settings import StageSettings
+from cubridge.llm_path.transfer import transfer_messages
+from cubridge.pipeline.run import RunOptions, run
+from cubridge.pipeline.variant import load_variant
+
+SETTINGS = StageSettings(ir_sizes=((1, 65, 129),), seed=3)
+
+
+def _replayed_cosine_run(tmp_path, monkeypatch, **options):
+    from cubridge.spec import load
+
+    spec_path, fixtures, out = SPECS / "cosine.py", tmp_path / "fixtures", tmp_path / "run"
+    lib = get_kernel("fa_sm80")
+    record_fixture(fixtures, "transfer", Request.of(
+        transfer_messages(spec_path, lib), temperature=None, max_tokens=8192, stop=None, sample=0),
+        fixture_reply("transfer_cosine.md"), label=FIXTURE_LABEL)
+    # The lowering prompt quotes the target CuIR the transfer will write: the same program.
+    out.mkdir()
+    target = out / "target_cuir.py"
+    target.write_text(code_block(fixture_reply("transfer_cosine.md"), "python"))
+    description = describe_target(target, lib, SETTINGS)
+    builds = builds_for(load(spec_path), lib, description["config"])
+    record_fixture(fixtures, "lower", Request.of(
+        lower_messages(target, lib, spec_path, "sm_90a", description, builds, None),
+        temperature=None, max_tokens=8192, stop=None, sample=0),
+        fixture_reply("lower_cosine.md"), label=FIXTURE_LABEL)
+    monkeypatch.setenv("CUBRIDGE_LLM_PROVIDER", "replay")
+    monkeypatch.setenv("CUBRIDGE_LLM_REPLAY_DIR", str(fixtures))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
+    # the fixtures were recorded against fa_sm80 (sm_90a would select fa_sm90)
+    return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a", kernel="fa_sm80",
+                                          llm_settings=SETTINGS, **options))
+
+
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU stop")
+def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
+    out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)
+    assert "no CUDA GPU visible: stopped after compiling" in result.stopped
+    assert list(result.stages) == ["check", "load", "route", "transfer", "lower", "compile"]
+    lower = json.loads((out / "lower.json").read_text())
+    assert lower["verification"].startswith("compile-only")
+    assert lower["path"] == "llm" and lower["source_edited"] and lower["kernel"] == "fa_sm80"
+    assert "cosine" in (out / "kernel.cu").read_text().lower()
+    assert json.loads((out / "plan.json").read_text())["path"] == "llm"
+    kernel = load_variant(out)  # kernel.py's variant, built from the run directory alone
+    assert kernel.path == "llm" and kernel.source == (out / "kernel.cu").read_text()
+    assert kernel.aux_order == ("logit_scale",)
+
+    # The rules path writes the same artifacts (an LLM run adds its exchanges, llm/).
+    rules = run(SPECS / "causal.py", RunOptions(out=tmp_path / "rules", log=print, bench=False,
+                                               arch="sm_90a", kernel="fa_sm80"))
+    assert rules.stopped == result.stopped.replace(str(out), str(tmp_path / "rules"))
+
+    def names(d):
+        return sorted(p.name for p in d.iterdir() if p.name != "llm")
+
+    assert names(out) == names(tmp_path / "rules")
+
+
+@pytest.mark.gpu
+def test_llm_path_gives_a_verified_benchmarked_kernel(tmp_path, monkeypatch):
+    from cubridge.verify import verify
+
+    out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench_seq_lens=[2048],
+                                       bench_configs=["llama2_7b"], bench_peers=[])
+    assert not result.stopped, result.stopped
+    assert "PASS" in json.loads((out / "lower.json").read_text())["verification"]
+    kernel = load_variant(out)  # what runs/<spec>/kernel.py exposes
+    report = verify(result.kernel.spec, kernel, device="cuda", seed=11)
+    assert report.passed, report.table()
+    bench = json.loads((out / "bench" / "results.json").read_text())
+    assert [i["status"] for c in bench["results"] for i in c["impls"]] == ["ok"]

@@ -1,0 +1,107 @@
+"""The LLM lowering stage's ReAct loop through the openai client, with nvcc:
+edit actions that break the build come back with nvcc's diagnostics and the
+edited lines around them, edits that do not apply come back with the edit
+error, and a reply that compiles without spills passes; without a GPU the
+stage says it verified by compiling only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from llm_fakes import make_client
+from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
+
+from cubridge.build.resources import SPILL_BUDGET_BYTES
+from cubridge.kernels import get_kernel
+from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
+from cubridge.llm_path.lower import builds_for, describe_target, lower, lower_messages
+from cubridge.rundir import RunDir
+from cubridge.spec import load
+
+pytestmark = pytest.mark.nvcc
+
+BROKEN = """The scale multiply goes first.
+
+@@@ replace "const float to_log2 = hooks::kHasScoreMod"
+  const float to_log2 = hooks::kHasScoreMod ? kLog2e : p.scale_log2 +;
+@@@ end
+"""
+NOT_APPLICABLE = """@@@ replace 9000..9001
+x
+@@@ end
+"""
+COMPILES = """A comment only: the cosine scaling itself is not part of this test.
+
+@@@ insert before "extern \\"C\\" __constant__ int cubridge_kernel_info"
+// lowered by cubridge (test reply)
+@@@ end
+"""
+
+
+@pytest.fixture
+def target(tmp_path):
+    path = tmp_path / "target_cuir.py"
+    path.write_text(code_block(fixture_reply("transfer_cosine.md"), "python"))
+    return path
+
+
+@pytest.mark.slow
+def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, target):
+    llm_server.reply(BROKEN, NOT_APPLICABLE, COMPILES)
+    client = make_client("openai", llm_server, tmp_path, stage="lower")
+    result = lower(target, client, RunDir(tmp_path, log=lambda _: None), SPECS / "cosine.py",
+                   FAST, kernel=get_kernel("fa_sm80"), arch="sm_90a")
+    errors = [e.verification.get("error") for e in sorted(read_exchanges(tmp_path),
+                                                         key=lambda e: e.seq)]
+    assert "nvcc rejected the edited fa_sm80.cu" in errors[0]
+    assert "error" in errors[0] and "p.scale_log2 +;" in errors[0]  # the edited line is shown
+    assert "9000" in errors[1] and errors[2] is None
+    # The compiler's words went back to the model after its reply.
+    sent = llm_server.requests[1]["body"]["messages"]
+    assert sent[-2]["content"] == BROKEN and errors[0] in sent[-1]["content"]
+    # The first prompt: IR diff, correspondence fallback, edit format, numbered source.
+    prompt = llm_server.requests[0]["body"]["messages"][1]["content"]
+    assert "diff FaSm80 -> FaSm80Cosine" in prompt and "@@@ replace" in prompt
+    assert "CUBRIDGE_HEAD_DIM=128" in prompt
+
+    assert "// lowered by cubridge (test reply)" in result.source.read_text()
+    meta = json.loads((tmp_path / "lower.json").read_text())
+    res = meta["resources"]["D128_Dv128"]
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
+    if not torch.cuda.is_available():
+        assert meta["verification"].startswith("compile-only")
+        assert "not run or verified" in result.record.summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("variant", "build", "marker"), [
+    ("cosine", "D128_Dv128", "cosine_scale(s, inv_q_lane, inv_k_lo, inv_k_hi, p, h, lane);"),
+    ("mla", "D192_Dv128", "constexpr int kHeadDimV = CUBRIDGE_HEAD_DIM_V;"),
+])
+def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker, tmp_path):
+    """The expert's lowering of fa_sm80.cu (recorded fixture) to cosine attention
+    and to MLA (192/128): applies to the current source and compiles for sm_90a
+    within the spill budget. Verified by compiling only here; GPU verification needs an H100."""
+    target = tmp_path / "target_cuir.py"
+    target.write_text(code_block(fixture_reply(f"transfer_{variant}.md"), "python"))
+    lib, spec_path = get_kernel("fa_sm80"), SPECS / f"{variant}.py"
+    description = describe_target(target, lib, FAST)
+    builds = builds_for(load(spec_path), lib, description["config"])
+    messages = lower_messages(target, lib, spec_path, "sm_90a", description, builds, None)
+    fixtures, run = tmp_path / "fixtures", tmp_path / "run"
+    record_fixture(fixtures, "lower", Request.of(messages, temperature=None, max_tokens=8192,
+                                                 stop=None, sample=0),
+                   fixture_reply(f"lower_{variant}.md"), label=FIXTURE_LABEL)
+    config = load_config({"provider": "replay", "replay_dir": str(fixtures)},
+                         {"XDG_CONFIG_HOME": str(tmp_path / "no-config")})
+    client = LLMClient.from_config(config, run, "lower", log=lambda _: None)
+    result = lower(target, client, RunDir(run, log=lambda _: None), spec_path, FAST,
+                   kernel=lib, arch="sm_90a", description=description)
+    assert marker in result.source.read_text()
+    meta = json.loads((run / "lower.json").read_text())
+    res = meta["resources"][build]
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
+    (exchange,) = read_exchanges(run)
+    assert FIXTURE_LABEL in exchange.label and exchange.verification["ok"]

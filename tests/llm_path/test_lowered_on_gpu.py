@@ -1,0 +1,40 @@
+"""On the GPU (pytest -m gpu on the device machine): the recorded lowerings of
+fa_sm80.cu to cosine attention and to MLA (192/128), compiled for the device,
+launched and verified against their specs by the differential verifier."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from stage_fixtures import SPECS, fixture_reply
+
+from cubridge.kernels import get_kernel
+from cubridge.llm import apply_edits, parse_edits
+from cubridge.llm_path.lower import builds_for, gpu_verifier
+from cubridge.llm_path.settings import StageSettings
+from cubridge.spec import load
+
+pytestmark = pytest.mark.gpu
+
+TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True}}
+
+
+@pytest.mark.parametrize("variant", ["cosine", "mla"])
+def test_recorded_lowering_passes_the_gpu_verifier(variant):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU visible")
+    from cubridge.build.driver import device_arch
+
+    lib = get_kernel("fa_sm80")
+    source = apply_edits(lib.source.read_text(),
+                         parse_edits(fixture_reply(f"lower_{variant}.md")))
+    spec = load(SPECS / f"{variant}.py")
+    arch = device_arch(torch.device("cuda"))
+    for dtype in spec.dtypes:
+        spec_dtype = dataclasses.replace(spec, dtypes=[dtype])
+        compiled = [(b, lib.compile_build(b, dtype, arch, source=source))
+                    for b in builds_for(spec_dtype, lib, TARGET_CONFIG[variant])]
+        summary = gpu_verifier(spec_dtype, lib, dtype, StageSettings(seed=0))(compiled)
+        assert summary.startswith("PASS")
