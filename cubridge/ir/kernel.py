@@ -459,13 +459,18 @@ class KernelBase(HookDefaults):
         self._check_smem(loc, w)
         return out
 
-    def named_barrier(self, threads: int, name: str | None = None) -> NamedBarrier:
-        """Create a named barrier for `threads` threads (see NamedBarrier). Only in run()."""
+    def named_barrier(self, threads: int, name: str | None = None, *,
+                      open_at_exit: bool = False) -> NamedBarrier:
+        """Create a named barrier for `threads` threads (see NamedBarrier). Only in run().
+        `open_at_exit=True`: the CTA may end with this barrier mid-phase, as a
+        token passed round robin with `arrive` ends (its last pass is never
+        taken; hardware needs no matching sync before the CTA exits)."""
         w, loc = self._enter("named_barrier", prologue=True)
         if len(self._cta.named) >= limits.MAX_NAMED_BARRIERS:
             raise StaticCheckError(f"more than {limits.MAX_NAMED_BARRIERS} named barriers "
                                    "(id 0 is sync_threads)", loc=loc, worker=w.name)
         bar = NamedBarrier(threads, name or _assigned_name(loc, "named_barrier"), loc)
+        bar.open_at_exit = bool(open_at_exit)
         self._cta.named.append(bar)
         return bar
 

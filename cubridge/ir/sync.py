@@ -170,6 +170,7 @@ class NamedBarrier:
         self.vc: dict[str, int] = {}
         self.completed_vc: dict[str, int] = {}
         self.arrivals: list[tuple[str, SourceLoc]] = []
+        self.open_at_exit = False  # may end the CTA mid-phase (a token's last pass)
 
     def sync(self) -> None:
         """Arrive with the worker's threads and wait until the phase completes."""
@@ -204,7 +205,7 @@ class NamedBarrier:
             self.arrivals = []
 
     def end_of_cta_problem(self) -> str | None:
-        if self.arrived:
+        if self.arrived and not self.open_at_exit:
             who = ", ".join(f"{n} at {loc}" for n, loc in self.arrivals)
             return (f"named barrier {self.name} ends the CTA mid-phase: {self.arrived} of "
                     f"{self.threads} threads arrived ({who})")

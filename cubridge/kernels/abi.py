@@ -61,14 +61,14 @@ class FwdParams(ctypes.Structure):
 
 
 TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap)
-TENSOR_MAP_ALIGN = 64  # alignof(CUtensorMap)
+TENSOR_MAP_ALIGN = 128  # CUtensorMap is alignas(128) in the CUDA 13 headers (64 in 12.x)
 
 
 def tensor_map_params(num_maps: int, name: str = "TmaFwdParams") -> type[ctypes.Structure]:
     """The parameter struct of a kernel that takes `num_maps` TMA descriptors
-    (CUtensorMap, 128 bytes, 64-byte aligned) ahead of the FwdParams fields:
+    (CUtensorMap, 128 bytes, 128-byte aligned) ahead of the FwdParams fields:
     `maps[i]` holds descriptor i's bytes (cuTensorMapEncodeTiled fills them), and
-    the struct is padded to a multiple of 64 bytes as the CUDA struct is."""
+    the struct is padded to a multiple of 128 bytes as the CUDA struct is."""
     fields: list[tuple[str, object]] = [
         ("maps", (ctypes.c_uint8 * TENSOR_MAP_BYTES) * num_maps), *FWD_PARAMS_FIELDS]
 

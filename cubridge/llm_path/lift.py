@@ -51,7 +51,7 @@ def default_spec(kernel_cu: Path) -> Path:
     name = json.loads(meta.read_text()).get("spec", "spec.py") if meta.is_file() else "spec.py"
     spec = (directory / name).resolve()
     if not spec.is_file():
-        raise FileNotFoundError(f"{kernel_cu} has no spec ({name}) beside it; pass --spec SPEC "
+        raise FileNotFoundError(f"{kernel_cu} has no {name} beside it; pass --spec SPEC "
                                 "(a spec of what the kernel computes)")
     return spec
 

@@ -146,3 +146,25 @@ def test_bad_inputs_get_clear_errors():
     with pytest.raises(ValueError, match="head dim 96"):
         fa_sm90.attention(q[..., :96].contiguous(), k[..., :96].contiguous(),
                           v[..., :96].contiguous())
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_agrees_with_its_cuir(causal, d):
+    """Kernel (GPU) and its CuIR program (CPU executor, the build's own tile config)
+    on the same inputs: the same numerics (bf16 P, fp32 accumulation, the same
+    lazy rescale), so they agree far more closely than either needs to agree
+    with float64."""
+    from cubridge import ir
+    from cubridge.kernels.fa_sm90.cuir import FaSm90
+    cfg = (None if causal else fa_sm90.unmasked_config(d)) or fa_sm90.config(d)
+    program = ir.attention_fn(FaSm90, causal=causal, **cfg.cuir_kwargs())
+    q, k, v = _inputs(1, 4, 2, 200, 150, d, torch.bfloat16)
+    out, lse = fa_sm90.attention(q, k, v, causal=causal)
+    ir_out, ir_lse = program(q.cpu(), k.cpu(), v.cpu())
+    ref, _ = reference_attention(q, k, v, mask=_causal if causal else None)
+    assert rel_error(out.cpu(), ir_out.double()) < 0.5 * tolerance(torch.bfloat16)
+    assert rel_error(out, ref) < tolerance(torch.bfloat16)
+    assert torch.equal(torch.isinf(lse.cpu()), torch.isinf(ir_lse))
+    finite = torch.isfinite(ir_lse)
+    assert (lse.cpu()[finite] - ir_lse[finite]).abs().max().item() < 1e-4

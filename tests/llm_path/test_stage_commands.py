@@ -42,7 +42,7 @@ def test_lift_command_without_a_spec_beside_the_kernel(capsys, tmp_path):
     cu = tmp_path / "k.cu"
     cu.write_text("__global__ void k() {}\n")
     code = main(["lift", str(cu), "--llm-provider", "manual", "--out", str(tmp_path / "r")])
-    assert code == 2 and "has no spec (spec.py) beside it; pass --spec" in capsys.readouterr().err
+    assert code == 2 and "has no spec.py beside it; pass --spec" in capsys.readouterr().err
 
 
 def test_settings_are_validated():

@@ -1,87 +1,207 @@
-"""CuIR of a FlashAttention-3-class forward kernel for Hopper (sm90).
+"""CuIR of fa_sm90 (fa_sm90.cu): a FlashAttention-3-class forward kernel for
+Hopper (sm90), step for step as the CUDA kernel is built.
 
-One CTA computes one query block of `block_m` = 128 rows for one (batch, query
-head) with three warpgroups:
+A persistent grid of min(tiles, num_sms) CTAs; CTA c runs the tiles c, c + grid,
+... of the schedule (`tile_at`): sections of `section` (batch, head) pairs
+(launch.schedule_section, three waves when the hooks mask), query blocks
+last-first inside a section. A CTA has 1 + block_m / 64 warpgroups:
 
-- producer (warpgroup 0): TMA loads. Q once, then K and V of each visited key
-  block into a ring of `stages` slots. Each slot has a "full" barrier (1
-  arrival: the producer's arrive_expect_tx; completes when the bytes land) and
-  an "empty" barrier (2 arrivals: one per consumer, after its last wgmma on
-  the slot retired).
-- consumer0 / consumer1 (warpgroups 1, 2): 64 query rows each. wgmma for
-  S = Q K^T and O += P V with online softmax in between. Within a warpgroup
-  the QK^T of block j overlaps the PV of block j-1 (two commit groups,
-  wait_group(1) then wait_group(0)); across warpgroups, two named barriers
-  take turns so one warpgroup's softmax runs while the other's gemms issue.
+- producer (warpgroup 0; one thread in the CUDA): per tile, Q into Q buffer
+  iter % 2 (q_full / q_empty), then for each visited key block (kv_block_range
+  walked from hi - 1 down to lo, blocks EMPTY for the CTA's rows skipped) K then
+  V into the ring of `stages` slots (k_full / k_empty, v_full / v_empty);
+- consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
+  CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
+  first block (release K, logits, softmax, P); per further block: take the mma
+  token, S of this block, PV of the previous one (the tile's first PV
+  overwrites O), pass the token, wait_group(1), release K, logits, softmax,
+  wait_group(0), release V, rescale O if a row max moved, P. Then release Q,
+  open the next tile (wait for its Q) and issue the last PV with the next
+  tile's first S under one token hold, epilogue, wait_group(0) for that S.
 
-Variant logic enters only through the hooks (docs/hooks.md): both roles walk
-the same list of visited key blocks (kv_block_range + block_kind, EMPTY
-skipped), PARTIAL blocks apply mask_mod, the key tail is always masked.
+Softmax in exp2 with the lazy rescale: a row max moves only when a block raises
+it by more than RESCALE_THRESHOLD (CUBRIDGE_RESCALE_THRESHOLD, log2 units). Each
+consumer classifies a block for its own 64 rows: tail blocks and PARTIAL ones
+(with a mask_mod) are masked, a block EMPTY for its rows but visited by the
+CTA is masked whole. The variant enters through the hooks only (docs/hooks.md).
+
+Counts are in the IR's units: a worker is a warpgroup and arrives once on an
+mbarrier (one elected thread), so the empty barriers (q_empty, k_empty,
+v_empty) expect one arrival per consumer where the CUDA initialises them to
+4 * consumers and each warp's lane 0 arrives once; a phase completes when every
+consumer is done in both. The mma tokens are named barriers of 256 threads (the
+taker's warpgroup syncs, the passer's arrives), as in the CUDA; the last
+consumer's first pass is one more than consumer 0 takes, so token 0 ends the CTA
+mid-phase as on the GPU (`open_at_exit`).
+
+What the IR leaves out (the same values either way): Q, K and V arrive as one
+TMA box each instead of 64-column panels on the same barrier; the epilogue
+writes O from registers instead of staging it in shared memory for a TMA store
+(o_s is allocated so that the shared-memory budget counts it; the epilogue's
+named barriers, proxy fence and store waits go with the staging; the CUDA's
+1024-byte tile alignment is not counted); `moved` is decided per warpgroup, not
+per warp (rows that keep their max have factor 1 either way); setmaxnreg and
+the swizzled layouts have no IR form.
 """
 
 from __future__ import annotations
 
 import torch
 
-from cubridge.ir import RMEM, SMEM, PipelineState
+from cubridge.ir import RMEM, SMEM, BlockKind, PipelineState
 from cubridge.ir import tile_math as tm
 from cubridge.ir.attention import AttentionKernelBase
 from cubridge.ir.control import cdiv
+from cubridge.ir.errors import ProgramError, caller_loc
 
-CONSUMERS = 2  # MMA warpgroups per CTA
+ROWS_PER_CONSUMER = 64  # wgmma's M: the query rows of one consumer warpgroup
+Q_BUFFERS = 2  # CUBRIDGE_Q_BUFFERS: the next tile's Q loads while this one runs
+RESCALE_THRESHOLD = 8.0  # CUBRIDGE_RESCALE_THRESHOLD (log2 units)
+TOKEN_THREADS = 256  # an mma token barrier: the taker's warpgroup and the passer's
+# The launcher's schedule (launch.schedule_section), which passes `section` to the
+# kernel. Library CuIR imports only cubridge.ir, torch and math (the LLM sandbox's
+# allow-list), so it is restated here; tests/kernels/test_fa_sm90_cuir.py checks
+# that the two agree.
+L2_SECTION_BYTES = 24 << 20
+SECTION_WAVES_MASKED = 3
+
+
+class OpenTile:
+    """A consumer's view of one tile: where it is, its Q buffer, its key walk and
+    its first live key block (None: the tile visits no key block)."""
+
+    def __init__(self, b: int, h: int, m_block: int, qb: int, blocks: list[tuple[int, BlockKind]]):
+        self.b, self.h, self.m_block, self.qb = b, h, m_block, qb
+        self.walk = iter(blocks)
+        self.first = next(self.walk, None)
+
+
+class PendingPv:
+    """The block whose PV product is next: its ring slot, its P (operand dtype)
+    and whether the product accumulates (False for a tile's first: it overwrites O)."""
+
+    def __init__(self, index: int, phase: int, p: torch.Tensor, accumulate: bool):
+        self.index, self.phase, self.p, self.accumulate = index, phase, p, accumulate
 
 
 class FaSm90(AttentionKernelBase):
-    """Hopper-style forward attention: TMA producer, two wgmma consumer warpgroups."""
+    """Hopper-style forward attention: TMA producer, wgmma consumer warpgroups."""
 
     arch = "sm90"
 
     def __init__(self, *, block_m: int = 128, block_n: int = 128, stages: int = 2,
-                 causal: bool = False):
-        for name, val in (("block_m", block_m), ("block_n", block_n), ("stages", stages)):
+                 num_sms: int = 132, causal: bool = False):
+        for name, val in (("block_m", block_m), ("block_n", block_n), ("stages", stages),
+                          ("num_sms", num_sms)):
             if not isinstance(val, int) or val <= 0:
                 raise ValueError(f"FaSm90: {name} must be a positive int, got {val!r}")
-        if block_m % CONSUMERS:
-            raise ValueError(f"FaSm90: block_m={block_m} must split over {CONSUMERS} consumers")
+        if block_m % ROWS_PER_CONSUMER or block_m // ROWS_PER_CONSUMER not in (2, 3):
+            raise ValueError(f"FaSm90: block_m={block_m} must be 2 or 3 consumer warpgroups "
+                             f"of {ROWS_PER_CONSUMER} rows")
+        if stages < 2:
+            raise ValueError(f"FaSm90: stages must be >= 2 (K/V ring slots), got {stages}")
         self.block_m = block_m
         self.block_n = block_n
         self.stages = stages
+        self.num_sms = num_sms
         self.causal = bool(causal)
 
-    def grid(self) -> tuple[int, int, int]:
-        return cdiv(self.seqlen_q, self.block_m), self.heads_q, self.batch
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups: 64 query rows each."""
+        return self.block_m // ROWS_PER_CONSUMER
 
-    def run(self, m_block: int, h: int, b: int) -> None:
-        d, dv, st = self.head_dim, self.head_dim_v, self.stages
-        self.q_s = self.alloc(SMEM, (self.block_m, d), self.dtype)
+    # -- the tile schedule ----------------------------------------------------------------
+
+    def num_m_blocks(self) -> int:
+        return cdiv(self.seqlen_q, self.block_m)
+
+    def num_tiles(self) -> int:
+        return self.batch * self.heads_q * self.num_m_blocks()
+
+    def grid(self) -> tuple[int, int, int]:
+        return min(self.num_tiles(), self.num_sms), 1, 1
+
+    def section(self) -> int:
+        """(batch, head) pairs per schedule section, as launch.schedule_section
+        computes it (whole GQA groups; about one wave of tiles, three under a
+        mask; never more K/V than the L2 budget)."""
+        group = self.heads_q // self.heads_kv
+        kv_bytes = (2 * self.seqlen_k * self.head_dim * self.dtype.itemsize * self.heads_kv
+                    // self.heads_q)  # per query head
+        waves = SECTION_WAVES_MASKED if self.has_mask_mod else 1
+        wave_heads = max(1, round(self.grid()[0] / max(self.num_m_blocks(), 1))) * waves
+        budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
+        return group * max(1, min(-(-wave_heads // group), budget))
+
+    def tile_at(self, t: int) -> tuple[int, int, int]:
+        """Tile t of the schedule as (b, h, m_block): sections of `section()`
+        (batch, head) pairs, query blocks last-first inside a section, then heads."""
+        section, m_blocks = self.section(), self.num_m_blocks()
+        per_section = section * m_blocks
+        sec = t // per_section
+        r = t - sec * per_section
+        bh0 = sec * section
+        sec_size = min(section, self.batch * self.heads_q - bh0)
+        mi = r // sec_size
+        bh = bh0 + (r - mi * sec_size)
+        return bh // self.heads_q, bh % self.heads_q, m_blocks - 1 - mi
+
+    def key_walk(self, b: int, h: int, m_block: int) -> list[tuple[int, BlockKind]]:
+        """The key blocks a tile visits, from hi - 1 down to lo (EMPTY skipped)."""
+        q_start = m_block * self.block_m
+        return self.kv_blocks(b, h, q_start, q_start + self.block_m)[::-1]
+
+    def consumer_block(self, b: int, h: int, row0: int, n: int) -> tuple[BlockKind, bool]:
+        """How a consumer treats key block n for its 64 rows from row0 (the CUDA's
+        `classify`): (the kind its scores are masked as, whether it is masked
+        whole). Tail blocks and PARTIAL ones are masked (mask_mod where the hooks
+        have one); a block EMPTY for these rows is masked whole."""
+        k_start = n * self.block_n
+        k_end = min(k_start + self.block_n, self.seqlen_k)
+        q_end = min(row0 + ROWS_PER_CONSUMER, self.seqlen_q)
+        kind = (self.block_kind(b, h, row0, q_end, k_start, k_end) if row0 < q_end
+                else BlockKind.EMPTY)
+        if not isinstance(kind, BlockKind):
+            raise ProgramError(f"block_kind returned {kind!r}, not a BlockKind", loc=caller_loc())
+        all_masked = kind is BlockKind.EMPTY
+        tail = k_end - k_start < self.block_n or row0 + ROWS_PER_CONSUMER > self.seqlen_q
+        masked = all_masked or (self.has_mask_mod and kind is BlockKind.PARTIAL)
+        return (BlockKind.PARTIAL if tail or masked else BlockKind.FULL), all_masked
+
+    # -- the CTA ----------------------------------------------------------------------------
+
+    def run(self, cta: int, _y: int, _z: int) -> None:  # blockIdx.x; y and z are 0
+        d, dv, st, c = self.head_dim, self.head_dim_v, self.stages, self.consumers
+        self.q_s = self.alloc(SMEM, (self.block_m, d), self.dtype, stages=Q_BUFFERS)
         self.k_s = self.alloc(SMEM, (self.block_n, d), self.dtype, stages=st)
         self.v_s = self.alloc(SMEM, (self.block_n, dv), self.dtype, stages=st)
-        self.q_full = self.barrier(1)
+        # the epilogue's staging tile of the CUDA's TMA store (budget only, see above)
+        self.o_s = self.alloc(SMEM, (self.block_m, dv), self.dtype)
+        self.q_full = self.barriers(Q_BUFFERS, 1)
+        self.q_empty = self.barriers(Q_BUFFERS, c)  # CUDA: 4 * c, one arrival per warp
         self.k_full = self.barriers(st, 1)
+        self.k_empty = self.barriers(st, c)  # CUDA: 4 * c
         self.v_full = self.barriers(st, 1)
-        self.k_empty = self.barriers(st, CONSUMERS)
-        self.v_empty = self.barriers(st, CONSUMERS)
-        # mma_turn[i]: consumer i may issue its gemms (the other consumer arrives).
-        self.mma_turn = [self.named_barrier(CONSUMERS * 128, f"mma_turn{i}")
-                         for i in range(CONSUMERS)]
-        self.bind(self.producer, m_block, h, b, warpgroup=0)
-        for i in range(CONSUMERS):
-            self.bind(self.consumer, i, m_block, h, b, warpgroup=1 + i, name=f"consumer{i}")
+        self.v_empty = self.barriers(st, c)  # CUDA: 4 * c
+        # mma_token[i]: consumer i may issue its gemms; consumer i - 1 passes it. The
+        # last consumer's first pass is never matched at the end: open at exit.
+        self.mma_token = [self.named_barrier(TOKEN_THREADS, f"mma_token{i}", open_at_exit=True)
+                          for i in range(c)]
+        self.bind(self.producer, cta, warpgroup=0)
+        for i in range(c):
+            self.bind(self.consumer, i, cta, warpgroup=1 + i, name=f"consumer{i}")
 
-    def _blocks(self, m_block: int, h: int, b: int) -> list:
-        q_start = m_block * self.block_m
-        return self.kv_blocks(b, h, q_start, q_start + self.block_m)
+    def cta_tiles(self, cta: int) -> list[tuple[int, int, int]]:
+        return [self.tile_at(t) for t in range(cta, self.num_tiles(), self.grid()[0])]
 
-    # -- producer warpgroup -------------------------------------------------------------
+    # -- producer warpgroup -----------------------------------------------------------------
 
-    def producer(self, m_block: int, h: int, b: int) -> None:
+    def producer(self, cta: int) -> None:
         bn = self.block_n
-        h_kv = self.kv_head(h)
-        q_start = m_block * self.block_m
-        self.q_full.arrive_expect_tx(self.q_s.nbytes)
-        self.copy_async(self.q_s, self.q.tile(b, h, start=q_start, rows=self.block_m), self.q_full)
         slot = PipelineState(self.stages, phase=1)  # fresh empty barriers: the first pass is free
-        for n, _kind in self._blocks(m_block, h, b):
+
+        def load_kv(b: int, h_kv: int, n: int) -> None:
             i = slot.index
             self.k_empty[i].wait(slot.phase)
             self.k_full[i].arrive_expect_tx(self.k_s[i].nbytes)
@@ -93,57 +213,129 @@ class FaSm90(AttentionKernelBase):
                             self.v_full[i])
             slot.advance()
 
-    # -- consumer warpgroups ------------------------------------------------------------
+        for it, (b, h, m_block) in enumerate(self.cta_tiles(cta)):
+            qb = it % Q_BUFFERS
+            if it >= Q_BUFFERS:  # the consumers released this buffer's previous tile
+                self.q_empty[qb].wait((it // Q_BUFFERS - 1) & 1)
+            self.q_full[qb].arrive_expect_tx(self.q_s[qb].nbytes)
+            self.copy_async(self.q_s[qb],
+                            self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
+                            self.q_full[qb])
+            for n, _kind in self.key_walk(b, h, m_block):
+                load_kv(b, self.kv_head(h), n)
 
-    def consumer(self, wg: int, m_block: int, h: int, b: int) -> None:
-        rows, bn, dv = self.block_m // CONSUMERS, self.block_n, self.head_dim_v
-        row0 = m_block * self.block_m + wg * rows
-        blocks = self._blocks(m_block, h, b)
-        q = self.q_s.rows(wg * rows, rows)
+    # -- consumer warpgroups ----------------------------------------------------------------
+
+    def consumer(self, wg: int, cta: int) -> None:
+        rows, bn, dv = ROWS_PER_CONSUMER, self.block_n, self.head_dim_v
+        num_tiles, grid = self.num_tiles(), self.grid()[0]
         s_acc = self.alloc(RMEM, (rows, bn), torch.float32)
         o_acc = self.alloc(RMEM, (rows, dv), torch.float32)
-        self.store(o_acc, tm.full((rows, dv), 0.0))
-        softmax = self.softmax_state(rows)
-        q_idx = tm.iota(row0, rows)[:, None]
-        other = self.mma_turn[1 - wg]
+        slot = PipelineState(self.stages)  # in lockstep with the producer's walk
 
-        if wg == 1 and blocks:
-            self.mma_turn[0].arrive()  # consumer0 takes the first turn
-        self.q_full.wait(0)
-        slot = PipelineState(self.stages)
-        prev: PipelineState | None = None  # slot of the block whose PV is pending
-        p_prev = None
-        for j, (n, kind) in enumerate(blocks):
+        def take_token() -> None:
+            self.mma_token[wg].sync()
+
+        def pass_token() -> None:  # hand the tensor cores to the next consumer
+            self.mma_token[(wg + 1) % self.consumers].arrive()
+
+        def take_k() -> None:  # K of the current slot landed, then the mma token
             self.k_full[slot.index].wait(slot.phase)
-            self.mma_turn[wg].sync()
+            take_token()
+
+        def gemm_qk(q) -> None:  # S = Q K^T of the current slot's block
             self.gemm_async(q, self.k_s[slot.index], s_acc, trans_b=True, accumulate=False)
             self.commit()
+
+        def gemm_pv(prev: PendingPv) -> None:  # O (+)= P V of the pending block
+            self.gemm_async(prev.p, self.v_s[prev.index], o_acc, accumulate=prev.accumulate)
+            self.commit()
+
+        def issue(q, prev: PendingPv | None) -> None:
+            """S of the current slot's block, with the PV product of `prev` (None:
+            a tile's first block, whose S is awaited whole)."""
+            take_k()
+            gemm_qk(q)
             if prev is not None:
                 self.v_full[prev.index].wait(prev.phase)
-                self.gemm_async(p_prev, self.v_s[prev.index], o_acc)
-                self.commit()
-            if wg == 0 or j + 1 < len(blocks):
-                other.arrive()  # hand the tensor cores to the other consumer
+                gemm_pv(prev)
+            pass_token()
             self.wait_group(1 if prev is not None else 0)  # S(n) ready; PV may be in flight
+
+        def finish(b: int, h: int, row0: int, softmax, n: int,
+                   prev: PendingPv | None) -> PendingPv:
+            """Block n's S has retired: its logits and softmax, the PV of `prev`
+            retired and O rescaled if a row max moved; returns block n's PV."""
             self.k_empty[slot.index].arrive()
-
-            s, allowed = self.scores(s_acc, b, h, q_idx, n, kind)
+            kind, all_masked = self.consumer_block(b, h, row0, n)
+            q_idx = tm.iota(row0, rows)[:, None]
+            s, allowed = self.scores(s_acc, b, h, q_idx, n, kind, all_masked=all_masked)
             p, rescale = self.normalize(softmax, s, allowed)
-
             if prev is not None:
                 self.wait_group(0)  # PV of the previous block retired: release its V slot
                 self.v_empty[prev.index].arrive()
-            if rescale is not None and prev is not None:
-                self.store(o_acc, self.load(o_acc) * rescale[:, None])
-            p_prev = tm.convert(p, self.dtype)
-            prev = PipelineState(self.stages)
-            prev.index, prev.phase = slot.index, slot.phase
+                if rescale is not None and softmax.moved:  # the lazy rescale
+                    self.store(o_acc, self.load(o_acc) * rescale[:, None])
+            pv = PendingPv(slot.index, slot.phase, tm.convert(p, self.dtype), prev is not None)
             slot.advance()
+            return pv
 
-        if prev is not None:
-            self.v_full[prev.index].wait(prev.phase)
-            self.gemm_async(p_prev, self.v_s[prev.index], o_acc)
-            self.commit()
-            self.wait_group(0)
-            self.v_empty[prev.index].arrive()
-        self.epilogue(softmax, o_acc, b, h, row0, rows)
+        def open_tile(t: int, it: int) -> OpenTile:
+            """The it-th tile of this CTA (schedule index t): wait for its Q."""
+            b, h, m_block = self.tile_at(t)
+            qb = it % Q_BUFFERS
+            self.q_full[qb].wait((it // Q_BUFFERS) & 1)
+            return OpenTile(b, h, m_block, qb, self.key_walk(b, h, m_block))
+
+        def q_rows(tile: OpenTile):
+            return self.q_s[tile.qb].rows(wg * rows, rows)
+
+        if wg == self.consumers - 1:
+            pass_token()  # the last consumer hands the first token to consumer 0
+        self.store(o_acc, tm.full((rows, dv), 0.0))  # O defined once, before any wgmma
+        t, it = cta, 0
+        cur = open_tile(t, it)
+        if cur.first is not None:  # the CTA's first tile: its first S alone
+            issue(q_rows(cur), None)
+        while True:
+            b, h, m_block = cur.b, cur.h, cur.m_block
+            row0 = m_block * self.block_m + wg * rows
+            softmax = self.softmax_state(rows, RESCALE_THRESHOLD)
+            live = cur.first is not None
+            prev: PendingPv | None = None
+            if live:  # the first block's S is ready
+                prev = finish(b, h, row0, softmax, cur.first[0], None)
+                for n, _kind in cur.walk:  # steady state
+                    issue(q_rows(cur), prev)
+                    prev = finish(b, h, row0, softmax, n, prev)
+            self.q_empty[cur.qb].arrive()  # this tile's Q is no longer read here
+
+            # The next tile, opened now so that its first S is issued with this
+            # tile's last PV (the cases of the CUDA, each straight-line there).
+            t_next = t + grid
+            more = t_next < num_tiles
+            nxt = open_tile(t_next, it + 1) if more else None
+            next_live = nxt is not None and nxt.first is not None
+            if prev is not None and nxt is not None and next_live:  # the common case
+                self.v_full[prev.index].wait(prev.phase)
+                take_k()
+                gemm_pv(prev)
+                gemm_qk(q_rows(nxt))
+                pass_token()
+                self.wait_group(1)  # the last PV retired; the next tile's S is in flight
+                self.v_empty[prev.index].arrive()
+            elif prev is not None:  # the CTA's last tile, or the next visits no block
+                self.v_full[prev.index].wait(prev.phase)
+                take_token()
+                gemm_pv(prev)
+                pass_token()
+                self.wait_group(0)
+                self.v_empty[prev.index].arrive()
+            elif nxt is not None and next_live:  # this tile visits no block
+                issue(q_rows(nxt), None)
+            self.epilogue(softmax, o_acc, b, h, row0, rows)
+            if live and next_live:
+                self.wait_group(0)  # the next tile's first S, retired before the paths join
+            if nxt is None:
+                break
+            cur, t, it = nxt, t_next, it + 1

@@ -9,6 +9,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -94,6 +95,13 @@ class FaSm90Kernel(LibraryKernel):
     def _launch_build(self, compiled: CompiledKernel, info: KernelInfo, q: torch.Tensor,
                       k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
                       scale: float, aux: Sequence[torch.Tensor]) -> Launch:
-        module = load_cubin(compiled.key, compiled.cubin_path, q.device)
-        masked = module.read_global("cubridge_sm90_masked", 4) != bytes(4)
+        masked = _masked(compiled.key, compiled.cubin_path, q.device.index or 0)
         return sm90_launch(info, self.entry, masked, q, k, v, out, lse, scale, aux)
+
+
+@functools.cache
+def _masked(key: str, cubin_path: Path, device_index: int) -> bool:
+    """Whether a build's hooks mask, read once per build and device: the read is a
+    device-to-host copy, which would stall the launch queue on every call."""
+    module = load_cubin(key, cubin_path, torch.device("cuda", device_index))
+    return module.read_global("cubridge_sm90_masked", 4) != bytes(4)

@@ -75,25 +75,32 @@ def tensor_map(t: torch.Tensor, box_rows: int, what: str) -> TensorMap:
     64 columns x `box_rows` rows, 128-byte swizzled, zero fill out of bounds."""
     if t.dtype not in _DATA_TYPE:
         raise LaunchError(f"fa_sm90: {what} has dtype {t.dtype}; TMA maps take bf16 or fp16")
-    b, h, s, d = t.shape
-    elem = t.element_size()
+    return _encoded(t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.element_size(),
+                    box_rows, what)
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded(ptr: int, dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...],
+             elem: int, box_rows: int, what: str) -> TensorMap:
+    """The map is a function of these alone: repeated launches on the same tensors
+    (a training or decoding loop) reuse it instead of encoding it again."""
+    b, h, s, d = shape
     strides = []
-    for size, stride, outer in ((s, t.stride(2), d), (h, t.stride(1), d * s),
-                                (b, t.stride(0), d * s * h)):
+    for size, step, outer in ((s, stride[2], d), (h, stride[1], d * s), (b, stride[0], d * s * h)):
         # a dimension of size 1 is only ever indexed at 0: any legal stride will do
-        strides.append((stride if size > 1 else outer) * elem)
-    if any(x % 16 or x >= 1 << 40 for x in strides) or t.data_ptr() % 16:
-        raise LaunchError(f"fa_sm90: {what} strides {t.stride()} (bytes {strides}) or its data "
+        strides.append((step if size > 1 else outer) * elem)
+    if any(x % 16 or x >= 1 << 40 for x in strides) or ptr % 16:
+        raise LaunchError(f"fa_sm90: {what} strides {stride} (bytes {strides}) or its data "
                           "pointer are not 16-byte aligned, as TMA requires")
     tmap = TensorMap()
     rc = _encode_tiled()(
-        ctypes.byref(tmap), _DATA_TYPE[t.dtype], 4, ctypes.c_void_p(t.data_ptr()),
+        ctypes.byref(tmap), _DATA_TYPE[dtype], 4, ctypes.c_void_p(ptr),
         (ctypes.c_uint64 * 4)(d, s, h, b), (ctypes.c_uint64 * 3)(*strides),
         (ctypes.c_uint32 * 4)(PANEL_COLS, box_rows, 1, 1), (ctypes.c_uint32 * 4)(1, 1, 1, 1),
         0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
     if rc != 0:
         raise LaunchError(f"fa_sm90: cuTensorMapEncodeTiled failed for {what} (CUresult {rc}; "
-                          f"shape {tuple(t.shape)}, strides {t.stride()}, box 64 x {box_rows})")
+                          f"shape {shape}, strides {stride}, box 64 x {box_rows})")
     return tmap
 
 

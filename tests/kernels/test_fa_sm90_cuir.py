@@ -1,0 +1,385 @@
+"""The CuIR of fa_sm90 (kernels/fa_sm90/cuir.py) on the CPU: the persistent
+schedule of fa_sm90.cu, the consumers' order of gemms, commits, waits and
+barrier operations as the CUDA issues them, and results under every scheduling
+policy against the float64 reference and the library's spec (full, causal, GQA,
+Sq != Sk, tails, several tiles per CTA, hook variants, the lazy rescale)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from kernel_helpers import reference_attention, rel_error, tolerance
+
+from cubridge.ir import POLICIES, BlockKind, attention_fn, execute
+from cubridge.ir.scheduler import current_worker
+from cubridge.kernels import KERNELS_DIR, get_kernel
+from cubridge.kernels.fa_sm90.cuir import RESCALE_THRESHOLD, FaSm90
+from cubridge.kernels.fa_sm90.launch import schedule_section
+
+LSE_TOL = 1e-3
+
+
+def _qkv(b: int, hq: int, hk: int, sq: int, sk: int, d: int = 64,
+         dtype: torch.dtype = torch.bfloat16, seed: int = 0, spread: float = 1.0):
+    gen = torch.Generator().manual_seed(seed)
+    q = (torch.randn(b, hq, sq, d, generator=gen) * spread).to(dtype)
+    k = (torch.randn(b, hk, sk, d, generator=gen) * spread).to(dtype)
+    v = torch.randn(b, hk, sk, d, generator=gen).to(dtype)
+    return q, k, v
+
+
+def _check(out, lse, ref, ref_lse, dtype):
+    assert not out.isnan().any()
+    assert rel_error(out, ref) < tolerance(dtype)
+    if ref_lse is not None:
+        assert not lse.isnan().any()
+        finite = ~torch.isinf(ref_lse)
+        assert torch.isinf(lse[~finite]).all()
+        assert float((lse[finite].double() - ref_lse[finite]).abs().max()) < LSE_TOL
+
+
+# -- the library entry -------------------------------------------------------------------
+
+
+def test_metadata_configs_build_the_cuir_program():
+    entry = get_kernel("fa_sm90")
+    assert entry.cuir_class() is FaSm90
+    program = FaSm90()  # the defaults are the config the CUDA kernel is built with
+    for d in entry.metadata.head_dims:
+        kwargs = entry.cuir_config(d)
+        assert {name: getattr(program, name) for name in kwargs} == kwargs
+        FaSm90(**kwargs)
+        unmasked = entry.unmasked_config(d)
+        if unmasked is not None:
+            assert FaSm90(**unmasked.cuir_kwargs()).consumers == unmasked.consumer_warpgroups
+    assert program.num_sms == 132 and program.consumers == 2
+    with pytest.raises(ValueError, match="2 or 3 consumer warpgroups"):
+        FaSm90(block_m=256)
+    with pytest.raises(ValueError, match="stages must be >= 2"):
+        FaSm90(stages=1)
+
+
+def test_matches_the_library_spec():
+    from cubridge.spec.loader import load
+    spec = load(KERNELS_DIR / "common" / "standard_attention_spec.py")
+    q, k, v = _qkv(1, 4, 2, 200, 333, seed=1)
+    out, lse = attention_fn(FaSm90, policy="all", num_sms=3)(q, k, v)
+    ref, ref_lse = spec.reference(q.double(), k.double(), v.double())
+    _check(out, lse, ref, ref_lse, q.dtype)
+
+
+# -- the persistent schedule -------------------------------------------------------------
+
+
+def _bind(kernel: FaSm90, b: int, hq: int, hk: int, sq: int, sk: int, d: int = 64) -> FaSm90:
+    kernel.batch, kernel.heads_q, kernel.heads_kv = b, hq, hk
+    kernel.seqlen_q, kernel.seqlen_k, kernel.head_dim, kernel.head_dim_v = sq, sk, d, d
+    kernel.dtype = torch.bfloat16
+    return kernel
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 4, 2, 300, 500, 3), (1, 8, 1, 1000, 64, 5),
+                                   (3, 2, 2, 129, 10, 132)])
+def test_ctas_walk_the_tile_schedule(shape, causal):
+    b, hq, hk, sq, sk, sms = shape
+    kernel = _bind(FaSm90(num_sms=sms, causal=causal), b, hq, hk, sq, sk)
+    m_blocks = math.ceil(sq / 128)
+    tiles = b * hq * m_blocks
+    assert kernel.grid() == (min(tiles, sms), 1, 1)
+    section = schedule_section(hq, hk, sk, 64, 2, m_blocks, kernel.grid()[0], masked=causal)
+    assert kernel.section() == section
+    order = [kernel.tile_at(t) for t in range(tiles)]
+    assert sorted(order) == sorted((bb, h, m) for bb in range(b) for h in range(hq)
+                                   for m in range(m_blocks))  # every tile once
+    # sections of `section` (batch, head) pairs; query blocks last-first inside one
+    for start in range(0, b * hq, section):
+        pairs = min(section, b * hq - start)
+        chunk = order[start * m_blocks:(start + pairs) * m_blocks]
+        assert {bb * hq + h for bb, h, _ in chunk} == set(range(start, start + pairs))
+        assert [m for _, _, m in chunk] == sorted((m for _, _, m in chunk), reverse=True)
+    grid = kernel.grid()[0]
+    assert [kernel.cta_tiles(c) for c in range(grid)] == [order[c::grid] for c in range(grid)]
+
+
+def test_section_is_the_launchers():
+    import itertools
+
+    from cubridge.kernels.fa_sm90 import cuir, launch
+    assert (cuir.ROWS_PER_CONSUMER, cuir.L2_SECTION_BYTES, cuir.SECTION_WAVES_MASKED) == (
+        launch.ROWS_PER_CONSUMER, launch.L2_SECTION_BYTES, launch.SECTION_WAVES_MASKED)
+    for (hq, hk), sk, sq, d, sms, causal, dtype in itertools.product(
+            [(32, 32), (64, 8), (8, 1), (3, 3)], [64, 4096, 60000], [100, 4096], [64, 128],
+            [2, 132], [False, True], [torch.bfloat16, torch.float16]):
+        kernel = _bind(FaSm90(num_sms=sms, causal=causal), 2, hq, hk, sq, sk, d)
+        kernel.dtype = dtype
+        m_blocks = math.ceil(sq / 128)
+        assert kernel.section() == schedule_section(hq, hk, sk, d, 2, m_blocks, kernel.grid()[0],
+                                                    masked=causal)
+
+
+def test_key_walk_runs_from_the_diagonal_down_and_skips_empty_blocks():
+    kernel = _bind(FaSm90(causal=True, block_n=64), 1, 1, 1, 512, 512)
+    assert [n for n, _ in kernel.key_walk(0, 0, 2)] == [5, 4, 3, 2, 1, 0]
+    assert kernel.key_walk(0, 0, 2)[0][1] is BlockKind.PARTIAL
+    # per consumer: block 5 is EMPTY for consumer 0's rows 256..319 (keys 320..383)
+    assert kernel.consumer_block(0, 0, 256, 5) == (BlockKind.PARTIAL, True)
+    assert kernel.consumer_block(0, 0, 320, 5) == (BlockKind.PARTIAL, False)
+    assert kernel.consumer_block(0, 0, 320, 2) == (BlockKind.FULL, False)
+
+
+# -- the order of operations -------------------------------------------------------------
+
+
+class _Logged:
+    """A barrier that records its waits and arrivals, then does them."""
+
+    def __init__(self, bar, name: str, log: list):
+        self._bar, self._name, self._log = bar, name, log
+
+    def _rec(self, what: str) -> None:
+        self._log.append((current_worker().name, what))
+
+    def wait(self, parity: int) -> None:
+        self._rec(f"wait {self._name} {parity}")
+        self._bar.wait(parity)
+
+    def arrive(self) -> None:
+        self._rec(f"arrive {self._name}")
+        self._bar.arrive()
+
+    def arrive_expect_tx(self, nbytes: int) -> None:
+        self._rec(f"expect_tx {self._name}")
+        self._bar.arrive_expect_tx(nbytes)
+
+    def sync(self) -> None:
+        self._rec(f"sync {self._name}")
+        self._bar.sync()
+
+    def __getattr__(self, name: str):
+        return getattr(self._bar, name)
+
+
+class Traced(FaSm90):
+    log: list
+
+    def run(self, cta, y, z):
+        super().run(cta, y, z)
+        for name in ("q_full", "q_empty", "k_full", "k_empty", "v_full", "v_empty",
+                     "mma_token"):
+            setattr(self, name, [_Logged(bar, f"{name}{i}", self.log)
+                                 for i, bar in enumerate(getattr(self, name))])
+
+    def _rec(self, what: str) -> None:
+        self.log.append((current_worker().name, what))
+
+    def gemm_async(self, a, b, acc, *, trans_b=False, accumulate=True):
+        self._rec("S=QK" if trans_b else ("O+=PV" if accumulate else "O=PV"))
+        super().gemm_async(a, b, acc, trans_b=trans_b, accumulate=accumulate)
+
+    def commit(self):
+        self._rec("commit")
+        super().commit()
+
+    def wait_group(self, n):
+        self._rec(f"wait_group {n}")
+        super().wait_group(n)
+
+    def epilogue(self, *args):
+        self._rec("epilogue")
+        super().epilogue(*args)
+
+
+def _trace(policy: str, **config) -> list:
+    Traced.log = []
+    q, k, v = _qkv(1, 1, 1, 256, 256)  # two tiles of two key blocks, one CTA
+    out, lse = execute(Traced(num_sms=1, **config), q, k, v, policy=policy)
+    ref, ref_lse = reference_attention(q, k, v)
+    _check(out, lse, ref, ref_lse, q.dtype)
+    return Traced.log
+
+
+# consumer 0 as fa_sm90.cu issues it: tile 1 (first of the CTA), then tile 2 (last)
+FIRST_BLOCK = ["wait k_full0 0", "sync mma_token0", "S=QK", "commit", "arrive mma_token1",
+               "wait_group 0"]
+
+
+def _steady(pv_index: int, pv_phase: int, first_pv: bool) -> list:
+    return ["wait k_full1 0", "sync mma_token0", "S=QK", "commit",
+            f"wait v_full{pv_index} {pv_phase}", "O=PV" if first_pv else "O+=PV", "commit",
+            "arrive mma_token1", "wait_group 1", "arrive k_empty1", "wait_group 0",
+            f"arrive v_empty{pv_index}"]
+
+
+CONSUMER0 = [
+    "wait q_full0 0", *FIRST_BLOCK,
+    "arrive k_empty0", *_steady(0, 0, True),
+    "arrive q_empty0", "wait q_full1 0",
+    # the look-ahead: the last PV with the next tile's first S, one token hold
+    "wait v_full1 0", "wait k_full0 1", "sync mma_token0", "O+=PV", "commit", "S=QK", "commit",
+    "arrive mma_token1", "wait_group 1", "arrive v_empty1", "epilogue", "wait_group 0",
+    "arrive k_empty0", "wait k_full1 1", "sync mma_token0", "S=QK", "commit",
+    "wait v_full0 1", "O=PV", "commit", "arrive mma_token1", "wait_group 1", "arrive k_empty1",
+    "wait_group 0", "arrive v_empty0",
+    "arrive q_empty1",
+    # the CTA's last tile: the last PV alone
+    "wait v_full1 1", "sync mma_token0", "O+=PV", "commit", "arrive mma_token1", "wait_group 0",
+    "arrive v_empty1", "epilogue",
+]
+
+PRODUCER = ["expect_tx q_full0",
+            "wait k_empty0 1", "expect_tx k_full0", "wait v_empty0 1", "expect_tx v_full0",
+            "wait k_empty1 1", "expect_tx k_full1", "wait v_empty1 1", "expect_tx v_full1",
+            "expect_tx q_full1",
+            "wait k_empty0 0", "expect_tx k_full0", "wait v_empty0 0", "expect_tx v_full0",
+            "wait k_empty1 0", "expect_tx k_full1", "wait v_empty1 0", "expect_tx v_full1"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_consumers_issue_in_the_order_of_the_cuda(policy):
+    log = _trace(policy)
+    ops = {w: [op for who, op in log if who == w] for w in ("producer", "consumer0", "consumer1")}
+    assert ops["consumer0"] == CONSUMER0
+    # consumer 1: the same walk, after handing the first token to consumer 0
+    other = [op.replace("mma_token0", "T").replace("mma_token1", "mma_token0")
+             .replace("T", "mma_token1") for op in CONSUMER0]
+    assert ops["consumer1"] == ["arrive mma_token0", *other]
+    assert ops["producer"] == PRODUCER
+
+
+def test_three_consumers_pass_the_token_round_robin():
+    log = _trace("delayed", block_m=192)
+    for c in range(3):
+        ops = [op for who, op in log if who == f"consumer{c}" and "mma_token" in op]
+        take, give = f"sync mma_token{c}", f"arrive mma_token{(c + 1) % 3}"
+        first = [give] if c == 2 else []
+        assert ops == first + [take, give] * (len(ops) // 2), c
+
+
+# -- results under every policy ----------------------------------------------------------
+
+CASES = [
+    # b, hq, hk, sq, sk, d, causal, num_sms, config, dtype
+    (1, 2, 2, 256, 256, 64, False, 2, {}, torch.bfloat16),
+    (1, 2, 2, 256, 256, 64, True, 2, {}, torch.bfloat16),
+    (2, 4, 1, 200, 333, 64, True, 3, {}, torch.float16),        # GQA 4:1, tails
+    (1, 4, 2, 333, 77, 128, False, 3, {}, torch.bfloat16),      # Sq > Sk, D=128
+    (1, 2, 1, 100, 400, 64, True, 2, {"block_n": 64, "stages": 3}, torch.float16),
+    (1, 3, 3, 37, 200, 64, False, 2, {"block_m": 192}, torch.bfloat16),  # 3 consumers
+    (2, 2, 2, 400, 400, 64, True, 3, {"block_m": 192, "block_n": 64}, torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_matches_float64_reference_under_every_policy(case):
+    b, hq, hk, sq, sk, d, causal, sms, cfg, dtype = case
+    q, k, v = _qkv(b, hq, hk, sq, sk, d, dtype, seed=sq + sk)
+    out, lse = attention_fn(FaSm90, policy="all", causal=causal, num_sms=sms, **cfg)(q, k, v)
+    mask = (lambda qi, ki, hi: qi >= ki) if causal else None
+    ref, ref_lse = reference_attention(q, k, v, mask=mask)
+    _check(out, lse, ref, ref_lse, dtype)
+
+
+class WindowAlibi(FaSm90):
+    """tests/kernels/hooks/window_alibi.cuh: a causal window of 100 keys and an
+    ALiBi bias from a per-head slope table."""
+
+    aux_names = ("slopes",)
+    window = 100
+
+    def score_mod(self, s, b, h, q_idx, kv_idx):
+        return s + self.aux["slopes"][h] * (kv_idx - q_idx).float()
+
+    def mask_mod(self, b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < self.window)
+
+    def kv_block_range(self, b, h, q_start, q_end):
+        return max(q_start - self.window + 1, 0) // self.block_n, -(-q_end // self.block_n)
+
+    def block_kind(self, b, h, q_start, q_end, k_start, k_end):
+        if k_start > q_end - 1 or k_end - 1 <= q_start - self.window:
+            return BlockKind.EMPTY
+        if k_end - 1 <= q_start and k_start > q_end - 1 - self.window:
+            return BlockKind.FULL
+        return BlockKind.PARTIAL
+
+
+def test_hook_variant_with_blocks_empty_for_one_consumer():
+    q, k, v = _qkv(1, 2, 1, 400, 400, seed=7)
+    slopes = torch.tensor([0.25, 0.0625])
+    kernel = _bind(WindowAlibi(block_n=64), 1, 2, 1, 400, 400)
+    # the CTA of rows 128..255 visits key block 0, EMPTY for its second consumer's rows
+    assert 0 in [n for n, _ in kernel.key_walk(0, 0, 1)]
+    assert kernel.consumer_block(0, 0, 192, 0)[1]
+    out, lse = attention_fn(WindowAlibi, policy="all", block_n=64, num_sms=2)(q, k, v,
+                                                                             slopes=slopes)
+    ref, ref_lse = reference_attention(
+        q, k, v, mask=lambda qi, ki, hi: (qi >= ki) & (qi - ki < 100),
+        score_mod=lambda s, qi, ki, hi: s + slopes.double()[hi] * (ki - qi))
+    _check(out, lse, ref, ref_lse, q.dtype)
+
+
+class SigmoidNothingFirst(FaSm90):
+    """An elementwise normaliser where the first query block of each head visits
+    no key block: a CTA's stale O must not leak into that tile's output."""
+
+    normalizer = "elementwise"
+
+    def activation(self, s):
+        return torch.sigmoid(s)
+
+    def mask_mod(self, b, h, q_idx, kv_idx):
+        return q_idx >= self.block_m
+
+    def kv_block_range(self, b, h, q_start, q_end):
+        return (0, 0) if q_start == 0 else (0, -(-self.seqlen_k // self.block_n))
+
+
+def test_tiles_without_key_blocks_write_zeros_between_live_tiles():
+    q, k, v = _qkv(1, 4, 4, 300, 200, seed=8)
+    kernel = _bind(SigmoidNothingFirst(num_sms=1), 1, 4, 4, 300, 200)
+    live = [m > 0 for _, _, m in kernel.cta_tiles(0)]
+    pairs = list(zip(live[:-1], live[1:], strict=True))
+    # a live tile then one without blocks, and one without blocks then a live one
+    assert (True, False) in pairs and (False, True) in pairs
+    out, lse = attention_fn(SigmoidNothingFirst, policy="all", num_sms=1)(q, k, v)
+    assert lse is None
+    assert torch.equal(out[:, :, :128], torch.zeros_like(out[:, :, :128]))
+    ref, _ = reference_attention(q, k, v, mask=lambda qi, ki, hi: qi >= 128,
+                                 activation=torch.sigmoid)
+    assert rel_error(out[:, :, 128:], ref[:, :, 128:]) < tolerance(q.dtype)
+
+
+# -- the lazy rescale --------------------------------------------------------------------
+
+
+def test_row_max_moves_only_past_the_threshold():
+    kernel = _bind(FaSm90(), 1, 1, 1, 64, 64)
+    kernel.scale = 1.0
+    state = kernel.softmax_state(2, RESCALE_THRESHOLD)
+    allowed = torch.ones(2, 4, dtype=torch.bool)
+    to_nat = 1 / state.to_log2  # one log2 unit in score units
+    kernel.normalize(state, torch.tensor([[0.0, 1.0, 0.0, 0.0]] * 2), allowed)
+    assert state.moved and state.row_max.tolist() == [1.0, 1.0]  # from -inf
+    rise = torch.tensor([[1.0 + 7.9 * to_nat] * 4, [1.0 + 8.1 * to_nat] * 4])
+    p, rescale = kernel.normalize(state, rise, allowed)
+    assert state.moved  # the second row moved, the first kept its max
+    assert state.row_max[0] == 1.0 and rescale[0] == 1.0
+    assert math.isclose(float(p[0, 0]), 2 ** 7.9, rel_tol=1e-5)  # exponentials below 2^8
+    assert float(state.row_max[1]) == float(rise[1, 0]) and rescale[1] < 2 ** -8
+    kernel.normalize(state, torch.zeros(2, 4), allowed)
+    assert not state.moved
+    eager = kernel.softmax_state(1)  # threshold 0: the max follows every rise
+    kernel.normalize(eager, torch.tensor([[0.0, 1.0]]), allowed[:1, :2])
+    kernel.normalize(eager, torch.tensor([[1.5, 0.0]]), allowed[:1, :2])
+    assert eager.moved and eager.row_max.tolist() == [1.5]
+
+
+def test_large_score_ranges_stay_exact_with_the_lazy_rescale():
+    # scores spread over hundreds of log2 units: the max moves in most blocks
+    q, k, v = _qkv(1, 2, 2, 256, 640, seed=9, spread=6.0)
+    out, lse = attention_fn(FaSm90, policy="all", num_sms=2)(q, k, v)
+    ref, ref_lse = reference_attention(q, k, v)
+    _check(out, lse, ref, ref_lse, q.dtype)
