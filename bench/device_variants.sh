@@ -10,7 +10,7 @@
 # `runs`: `cubridge run --no-bench` for each variant (IR verification, hooks,
 # compile, GPU verification), eight at a time, with `--kernel KERNEL` if given
 # (else the library's selection for the GPU); logs and verification tables are
-# copied to $OUT/<name>/runs/. `bench`: one `cubridge bench` of the GPU-verified
+# copied to $OUT/<name>-runs/. `bench`: one `cubridge bench` of the GPU-verified
 # variants' kernels at S = 4096 for CONFIGS (comma-separated) against PEERS.
 set -uo pipefail
 : "${OUT:?output folder}" "${CUBRIDGE_COMMIT:?commit being measured}"
@@ -24,15 +24,15 @@ if [ "$phase" = runs ]; then
   kernel=${2:-}
   name=h100-variants-${kernel:-selected}-$CUBRIDGE_COMMIT
   flag=${kernel:+--kernel $kernel}
-  mkdir -p runs "$OUT/$name/runs" && rm -f runs/*.ok
+  mkdir -p runs && rm -f runs/*.ok  # ($OUT keeps two folder levels: $OUT/NAME-runs/VARIANT/)
   printf '%s\n' "${variants[@]}" | OMP_NUM_THREADS=2 xargs -P 8 -I{} \
     sh -c "$cub run examples/specs/{}.py --no-bench $flag > runs/{}.log 2>&1 \
            && touch runs/{}.ok && echo 'run {}: ok' || echo 'run {}: FAILED (runs/{}.log)'"
   for v in "${variants[@]}"; do
     d=$(ls -dt runs/$v-*/ 2>/dev/null | head -1)
-    mkdir -p "$OUT/$name/runs/$v"
-    cp runs/$v.log "$OUT/$name/runs/$v/run.log" 2>/dev/null
-    [ -n "$d" ] && cp "$d"/verify_ir.txt "$d"/verify_gpu.txt "$d"/report.md "$OUT/$name/runs/$v/" 2>/dev/null
+    mkdir -p "$OUT/$name-runs/$v"
+    cp runs/$v.log "$OUT/$name-runs/$v/run.log" 2>/dev/null
+    [ -n "$d" ] && cp "$d"/verify_ir.txt "$d"/verify_gpu.txt "$d"/report.md "$OUT/$name-runs/$v/" 2>/dev/null
   done
   exit 0
 fi
