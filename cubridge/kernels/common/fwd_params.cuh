@@ -26,3 +26,11 @@ struct FwdParamsOf {
 };
 
 }  // namespace cubridge
+
+// Launch facts a kernel states about itself, read by the host from the cubin
+// (docs/hooks.md): block_m, block_n, threads, dynamic shared-memory bytes,
+// normaliser (from the hooks header), head dim, stages. One use per kernel source.
+#define CUBRIDGE_EXPORT_KERNEL_INFO(block_m, block_n, threads, smem_bytes, head_dim, stages)  \
+  extern "C" __constant__ int cubridge_kernel_info[7] = {                                      \
+      (block_m), (block_n), (threads), (smem_bytes),                                           \
+      static_cast<int>(cubridge_hooks::kNormalizer), (head_dim), (stages)}

@@ -150,13 +150,6 @@ __device__ __forceinline__ uint32_t ldsm_addr(uint32_t tile, const LdsmLane& l, 
   return tile + row0 * kRowBytes + (step / 4) * 128 + l.offset[step % 4];
 }
 
-// x, hidden from the optimiser: values derived from it cannot be hoisted.
-__device__ __forceinline__ int opaque(int x) {
-  int y;
-  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-
 // Start copying rows [row0, row0 + kRows) of one head into a shared tile; rows at
 // or past num_rows are zero-filled (never read from global memory). Each thread
 // copies one fixed chunk column of every kRowsPerPass-th row, so the per-row
@@ -391,11 +384,8 @@ using fa_sm80::FwdParams;
 // Launch facts read by the host from the cubin (cubridge/build/attention_op.py),
 // so that the compiled kernel is the single authority on its own configuration:
 // block_m, block_n, threads, dynamic smem bytes, normaliser, head dim, stages.
-extern "C" __constant__ int cubridge_kernel_info[7] = {
-    fa_sm80::kBlockM,    fa_sm80::kBlockN,
-    fa_sm80::kThreads,   fa_sm80::kSmemBytes,
-    static_cast<int>(cubridge_hooks::kNormalizer), fa_sm80::kHeadDim,
-    fa_sm80::kStages};
+CUBRIDGE_EXPORT_KERNEL_INFO(fa_sm80::kBlockM, fa_sm80::kBlockN, fa_sm80::kThreads, fa_sm80::kSmemBytes,
+                            fa_sm80::kHeadDim, fa_sm80::kStages);
 
 namespace fa_sm80 {
 

@@ -320,16 +320,6 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
   }
 }
 
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
 // Online softmax state of this thread's two rows.
 struct RowStats {
   float max[2] = {-INFINITY, -INFINITY};
@@ -696,11 +686,8 @@ using fa_sm90::Sm90Params;
 
 // Launch facts read by the host from the cubin: block_m, block_n, threads,
 // dynamic smem bytes, normaliser, head dim, stages (docs/hooks.md).
-extern "C" __constant__ int cubridge_kernel_info[7] = {
-    fa_sm90::kBlockM,    fa_sm90::kBlockN,
-    fa_sm90::kThreads,   fa_sm90::kSmemBytes,
-    static_cast<int>(cubridge_hooks::kNormalizer), fa_sm90::kHeadDim,
-    fa_sm90::kStages};
+CUBRIDGE_EXPORT_KERNEL_INFO(fa_sm90::kBlockM, fa_sm90::kBlockN, fa_sm90::kThreads, fa_sm90::kSmemBytes,
+                            fa_sm90::kHeadDim, fa_sm90::kStages);
 
 // Whether the hooks mask (the launcher orders its tile schedule by it).
 extern "C" __constant__ int cubridge_sm90_masked = cubridge_hooks::kHasMaskMod ? 1 : 0;
