@@ -34,7 +34,7 @@ x
 """
 COMPILES = """A comment only: the cosine scaling itself is not part of this test.
 
-@@@ insert before "extern \\"C\\" __constant__ int cubridge_kernel_info"
+@@@ insert before "CUBRIDGE_EXPORT_KERNEL_INFO(fa_sm80::kBlockM"
 // lowered by cubridge (test reply)
 @@@ end
 """
