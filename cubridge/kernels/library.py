@@ -272,6 +272,11 @@ class LibraryKernel:
         """The entry's tile config for `head_dim` (a `config_type`)."""
         return self.metadata.config(head_dim)
 
+    def default_config(self, head_dim: int, *, masked: bool = True) -> Any:
+        """The config a build gets when none is given: the metadata's, unless the
+        entry tiles unmasked builds (its default hooks without causal) otherwise."""
+        return self.config(head_dim)
+
     def cuir_config(self, head_dim: int) -> dict[str, Any]:
         """The CuIR program's constructor arguments for `head_dim`."""
         return self.config(head_dim).cuir_kwargs()

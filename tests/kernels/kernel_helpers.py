@@ -49,3 +49,15 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 def tolerance(dtype: torch.dtype) -> float:
     """Relative Frobenius error bound for bf16/fp16 operands with fp32 accumulation."""
     return 1e-2 if dtype == torch.bfloat16 else 4e-3
+
+
+def gpu_inputs(b: int, hq: int, hk: int, sq: int, sk: int, d: int, dtype: torch.dtype
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeded random normal q [B,Hq,Sq,D], k and v [B,Hk,Sk,D] on the GPU."""
+    g = torch.Generator(device="cuda").manual_seed(hash((b, hq, hk, sq, sk, d)) % 2**31)
+    return tuple(torch.randn(bb, h, s, d, device="cuda", dtype=dtype, generator=g)
+                 for bb, h, s in ((b, hq, sq), (b, hk, sk), (b, hk, sk)))
+
+
+def causal_mask(qi: torch.Tensor, ki: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    return qi >= ki

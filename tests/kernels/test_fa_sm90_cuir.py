@@ -51,9 +51,10 @@ def test_metadata_configs_build_the_cuir_program():
         kwargs = entry.cuir_config(d)
         assert {name: getattr(program, name) for name in kwargs} == kwargs
         FaSm90(**kwargs)
-        unmasked = entry.unmasked_config(d)
-        if unmasked is not None:
-            assert FaSm90(**unmasked.cuir_kwargs()).consumers == unmasked.consumer_warpgroups
+        unmasked = entry.default_config(d, masked=False)
+        assert FaSm90(**unmasked.cuir_kwargs()).consumers == unmasked.consumer_warpgroups
+    assert entry.default_config(64, masked=False).consumer_warpgroups == 3  # unmasked D=64
+    assert entry.default_config(64, masked=True) == entry.config(64)
     assert program.num_sms == 132 and program.consumers == 2
     with pytest.raises(ValueError, match="2 or 3 consumer warpgroups"):
         FaSm90(block_m=256)

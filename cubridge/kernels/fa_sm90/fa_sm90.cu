@@ -194,6 +194,19 @@ struct RingSlot {
 
 // ---- producer ------------------------------------------------------------------------
 
+// One tile, every 64-column panel of it, by TMA: rows [row, row + kRows) of one
+// (head, batch), completing on `bar` with the tile's bytes (rows out of range
+// arrive as zeros and still count).
+template <int kRows>
+__device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<kRows>& tile,
+                                          uint64_t* bar, int row, int head, int batch) {
+  mbar_arrive_expect_tx(bar, SwizzledTile<kRows>::kBytes);
+#pragma unroll
+  for (int pn = 0; pn < kPanels; ++pn) {
+    tma_load_4d(map, tile.panel(pn), bar, pn * kPanelCols, row, head, batch);
+  }
+}
+
 __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh) {
   const FwdParams& p = P.p;
   RingSlot slot;
@@ -204,28 +217,12 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh)
     KeyWalk walk(p, tile);
     const int qb = iter % kQBuffers;
     if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
-    mbar_arrive_expect_tx(&sh.q_full[qb], SwizzledTile<kBlockM>::kBytes);
-#pragma unroll
-    for (int pn = 0; pn < kPanels; ++pn) {
-      tma_load_4d(&P.tma_q, sh.q[qb].panel(pn), &sh.q_full[qb], pn * kPanelCols,
-                  tile.m_block * kBlockM,
-                  tile.h, tile.b);
-    }
+    load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
     for (int n = walk.next(p); n >= 0; n = walk.next(p)) {
       mbar_wait(&sh.k_empty[slot.index], slot.phase ^ 1u);
-      mbar_arrive_expect_tx(&sh.k_full[slot.index], SwizzledTile<kBlockN>::kBytes);
-#pragma unroll
-      for (int pn = 0; pn < kPanels; ++pn) {
-        tma_load_4d(&P.tma_k, sh.k[slot.index].panel(pn), &sh.k_full[slot.index],
-                    pn * kPanelCols, n * kBlockN, h_kv, tile.b);
-      }
+      load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], n * kBlockN, h_kv, tile.b);
       mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
-      mbar_arrive_expect_tx(&sh.v_full[slot.index], SwizzledTile<kBlockN>::kBytes);
-#pragma unroll
-      for (int pn = 0; pn < kPanels; ++pn) {
-        tma_load_4d(&P.tma_v, sh.v[slot.index].panel(pn), &sh.v_full[slot.index],
-                    pn * kPanelCols, n * kBlockN, h_kv, tile.b);
-      }
+      load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], n * kBlockN, h_kv, tile.b);
       slot.advance();
     }
   }
