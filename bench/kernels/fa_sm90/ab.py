@@ -3,8 +3,8 @@ and/or macros prepended to fa_sm90.cu) is compiled, its output checked against
 SDPA on the same inputs, then timed (median of triton's do_bench) on the
 docs/benchmark.md workload (bf16, 16k tokens per batch). Writes a JSON and a table.
 
-    python bench/fa_sm90_ab.py --out DIR [--s 4096] [--heads 32/32] [--label TEXT]
-    python bench/fa_sm90_ab.py --render DIR     # ab.md from DIR/ab.json"""
+    python bench/kernels/fa_sm90/ab.py --out DIR [--s 4096] [--heads 32/32] [--label TEXT]
+    python bench/kernels/fa_sm90/ab.py --render DIR     # ab.md from DIR/ab.json"""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
             "torch": torch.__version__, "label": args.label,
-            "command": "python bench/fa_sm90_ab.py " + " ".join(sys.argv[1:])}
+            "command": "python bench/kernels/fa_sm90/ab.py " + " ".join(sys.argv[1:])}
     (args.out / "ab.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(render(args.out))
 
