@@ -54,9 +54,7 @@ CUBRIDGE_HD float fast_exp(float x) { return __expf(x); }
 CUBRIDGE_HD float fast_exp2(float x) { return exp2f(x); }
 CUBRIDGE_HD float fast_log(float x) { return __logf(x); }
 CUBRIDGE_HD float fast_div(float a, float b) { return __fdividef(a, b); }
-// sigmoid(x) = (1 + tanh(x / 2)) / 2: one MUFU op where exp + reciprocal take two
-// (on Hopper the MUFU unit is what bounds an elementwise normaliser).
-CUBRIDGE_HD float fast_sigmoid(float x) { return fmaf(0.5f, fast_tanh(0.5f * x), 0.5f); }
+CUBRIDGE_HD float fast_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 #else
 CUBRIDGE_HD float fast_tanh(float x) { return tanhf(x); }
 CUBRIDGE_HD float fast_exp(float x) { return expf(x); }
