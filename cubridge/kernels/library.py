@@ -433,16 +433,12 @@ class LibraryKernel:
         elementwise normalisers. `aux` tensors go to the hooks in order
         (AuxArgs.t[0..]). With `out`/`lse` given the kernel writes into them
         (eager only); otherwise it runs as the torch op."""
-        meta = self.metadata
         aux_list = list(aux.values()) if isinstance(aux, Mapping) else list(aux)
-        check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux_list, what=self.name)
+        _check_inputs(self, q, k, v, aux_list)
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"{self.name}: scale must be a positive finite number, got {scale}")
-        device = require_cuda_device(q.device)
-        kernel = self.launchable(q.shape[3], q.dtype, device_arch(device), causal=causal,
-                                 hooks_header=hooks_header, source=source)
-        key = register(kernel)
+        kernel, key, softmax = _registered_launchable(self, q, causal, hooks_header, source)
         if out is None and lse is None:
             out, lse = torch.ops.cubridge.attention_fwd(q, k, v, aux_list, scale, key)
         else:
@@ -451,10 +447,32 @@ class LibraryKernel:
             lse = q.new_empty((b, hq, sq), dtype=torch.float32) if lse is None else lse
             _check_outputs(self.name, q, v, out, lse)
             kernel.run(q, k, v, scale, aux_list, out, lse)
-        return out, (lse if kernel.normalizer(device) == "softmax" else None)
+        return out, (lse if softmax else None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.directory})"
+
+
+# Eager even under torch.compile (graph breaks): the checks read data pointers,
+# and the build is compiled (nvcc, the cache) and registered with the op here; a
+# registration traced by Dynamo would only take effect after the graph that
+# launches it had run.
+@torch.compiler.disable
+def _check_inputs(kernel: LibraryKernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  aux: list[torch.Tensor]) -> None:
+    meta = kernel.metadata
+    check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux, what=kernel.name)
+
+
+@torch.compiler.disable
+def _registered_launchable(kernel: LibraryKernel, q: torch.Tensor, causal: bool,
+                           hooks_header: str | None, source: str | None
+                           ) -> tuple[AttentionKernel, str, bool]:
+    """The build for q, its op key, and whether it writes an LSE."""
+    device = require_cuda_device(q.device)
+    built = kernel.launchable(q.shape[3], q.dtype, device_arch(device), causal=causal,
+                              hooks_header=hooks_header, source=source)
+    return built, register(built), built.normalizer(device) == "softmax"
 
 
 @functools.cache

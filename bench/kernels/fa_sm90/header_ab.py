@@ -18,13 +18,15 @@ from triton.testing import do_bench
 from cubridge.kernels import get_kernel
 
 CLOSED_FORM = {
-    "block_kind": """CUBRIDGE_HD BlockKind block_kind(int b, int h, int q_start, int q_end, int k_start, int k_end, const AuxArgs& aux) {
+    "block_kind": """CUBRIDGE_HD BlockKind block_kind(int b, int h, int q_start, int q_end,
+                                 int k_start, int k_end, const AuxArgs& aux) {
   if (k_start > q_end - 1) return BlockKind::Empty;
   if (k_end - 1 <= q_start) return BlockKind::Full;
   return BlockKind::Partial;
 }
 """,
-    "kv_block_range": """CUBRIDGE_HD KvRange kv_block_range(int b, int h, int q_start, int q_end, int block_n, int num_kv_blocks, const AuxArgs& aux) {
+    "kv_block_range": """CUBRIDGE_HD KvRange kv_block_range(int b, int h, int q_start, int q_end,
+                                   int block_n, int num_kv_blocks, const AuxArgs& aux) {
   const int hi = (q_end + block_n - 1) / block_n;
   return {0, hi < num_kv_blocks ? hi : num_kv_blocks};
 }

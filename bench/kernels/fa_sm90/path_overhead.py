@@ -40,11 +40,13 @@ def main() -> None:
     header = variant.hooks_header
     rows = []
     for b, h, s in ((4, 32, 4096), (1, 1, 128)):
-        q, k, v = (torch.randn(b, h, s, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        q, k, v = (torch.randn(b, h, s, 128, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        qkv = (q, k, v)
         calls = {
-            "library causal": lambda: fa.attention(q, k, v, causal=True),
-            "library + generated header": lambda: fa.attention(q, k, v, hooks_header=header),
-            "compiled variant": lambda: variant(q, k, v),
+            "library causal": lambda qkv=qkv: fa.attention(*qkv, causal=True),
+            "library + generated header": lambda qkv=qkv: fa.attention(*qkv, hooks_header=header),
+            "compiled variant": lambda qkv=qkv: variant(*qkv),
         }
         ref = calls["library causal"]()[0]
         for name, fn in calls.items():
