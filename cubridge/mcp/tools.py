@@ -199,22 +199,29 @@ def _require_gpu() -> None:
 
 def verify_gpu(source: str, spec: str, arch: str | None = None,
                config: dict[str, Any] | None = None, kernel: str | None = None) -> str:
+    """In a watched child process (cubridge.llm_path.gpu_check): a kernel that
+    faults or hangs ends the child, not the server."""
     _require_gpu()
     import torch
 
     from cubridge.build.driver import device_arch
     from cubridge.llm.loop import Rejected
-    from cubridge.llm_path.lower import gpu_verifier
+    from cubridge.llm_path.gpu_check import IsolatedGpuCheck
 
     loaded, lib, builds = _builds(spec, kernel, config)
     arch = arch or device_arch(torch.device("cuda"))
     dtype = loaded.dtypes[0]
     text = _file(source, "CUDA source").read_text()
     compiled = [(b, lib.compile_build(b, dtype, arch, source=text)) for b in builds]
+    settings = _settings()
+    check = IsolatedGpuCheck(kernel=lib, spec_path=Path(spec), dtype=dtype, arch=arch,
+                             seed=settings.seed, silence_s=settings.gpu_timeout_s)
     try:
-        return gpu_verifier(loaded, lib, dtype, _settings())(compiled)
+        result = check(compiled, text)
     except Rejected as exc:
         raise ToolError(str(exc)) from None
+    timed = f"; {result.time_ms:.3f} ms" if result.time_ms is not None else ""
+    return f"{result.verification}{timed}"
 
 
 def benchmark(source: str, spec: str, seq_len: int = 4096, config: dict[str, Any] | None = None,
