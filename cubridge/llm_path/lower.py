@@ -170,6 +170,11 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
     return lowered
 
 
+def gpu_here() -> bool:
+    """Whether candidates are verified on a GPU here (else by compiling only)."""
+    return torch.cuda.is_available()
+
+
 @dataclass
 class LowerResult:
     source: Path  # RUN/kernel.cu
@@ -197,7 +202,7 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
     gpu = IsolatedGpuCheck(kernel=kernel, spec_path=Path(spec_path), dtype=dtype, arch=arch,
                            seed=settings.seed, silence_s=settings.gpu_timeout_s,
                            workdir=run_dir.file(GPU_CHECK_DIR)) \
-        if torch.cuda.is_available() else None
+        if gpu_here() else None
     key = content_hash(client.provider.kind, client.provider.model,
                        json.dumps([m.to_json() for m in messages]), repr(settings), arch,
                        str(gpu is not None))

@@ -45,11 +45,12 @@ class StageSettings:
             raise ValueError(f"GPU timeout must be positive, got {self.gpu_timeout_s}")
 
 
-def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("stage loop")
+def add_stage_arguments(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
+    """The LLM stage loop's options (`seed=False` where the command has its own --seed)."""
+    group = parser.add_argument_group("LLM stage loop")
     group.add_argument("--rounds", type=int, default=4,
                        help="replies per candidate, feedback included (default 4)")
-    group.add_argument("-k", "--best-of", dest="k", type=int, default=1,
+    group.add_argument("-k", "--k", "--best-of", dest="k", type=int, default=1,
                        help="candidates to draw; the fastest verified one is kept (default 1)")
     group.add_argument("--temperature", type=float,
                        help="sampling temperature (default: the LLM config's)")
@@ -58,7 +59,8 @@ def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu-timeout", type=float, default=120.0,
                        help="seconds a lowered kernel's GPU check may go without progress "
                        "before it is taken to hang and killed (default 120)")
-    group.add_argument("--seed", type=int, help="seed of the verifiers' random inputs")
+    if seed:
+        group.add_argument("--seed", type=int, help="seed of the verifiers' random inputs")
 
 
 def settings_from_args(args: argparse.Namespace) -> StageSettings:
