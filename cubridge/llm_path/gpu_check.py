@@ -68,8 +68,13 @@ class GpuJob:
 @dataclass
 class GpuCheckResult:
     verification: str  # the verifier's summary per build
-    time_ms: float | None = None
+    time_ms: float | None = None  # the first build on its first head config, B = 1
     events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def device(self) -> str:
+        ready = next((e for e in self.events if e.get("event") == "ready"), None)
+        return str(ready.get("device", "")) if ready else ""
 
 
 # -- the child ---------------------------------------------------------------------------------
@@ -257,9 +262,10 @@ class IsolatedGpuCheck:
 
     def __init__(self, *, kernel: Any, spec_path: Path, dtype: Any, arch: str,
                  seed: int | None, silence_s: float, workdir: Path | None = None,
-                 child: Sequence[str] = CHILD, sanitizer: Path | None | bool = True) -> None:
+                 child: Sequence[str] = CHILD, sanitizer: Path | None | bool = True,
+                 time_seq_len: int | None = TIME_SEQ_LEN) -> None:
         self.kernel, self.spec_path, self.dtype, self.arch = kernel, spec_path, dtype, arch
-        self.seed, self.silence_s = seed, silence_s
+        self.seed, self.silence_s, self.time_seq_len = seed, silence_s, time_seq_len
         self.workdir = workdir
         self.child = list(child)
         # True: look for it at the first fault; None/False: do not use it; a path: use it.
@@ -296,7 +302,7 @@ class IsolatedGpuCheck:
         job = GpuJob(str(self.kernel.directory), str(source_file),
                      [build.to_json() for build, _ in compiled],
                      str(self.dtype).removeprefix("torch."), self.arch, str(self.spec_path),
-                     self.seed)
+                     self.seed, self.time_seq_len)
         watched = self._run(job, f"candidate{n}.json")
         verified = watched.last("verified")
         if verified is not None and not verified["ok"]:
@@ -309,7 +315,7 @@ class IsolatedGpuCheck:
                                   watched.events)
         if verified is not None and verified["ok"] and watched.last("timed") is None:
             raise Rejected("the kernel passed verification on the GPU, then failed while it "
-                           f"was timed ({TIME_SEQ_LEN} keys): {self._cause(watched)}")
+                           f"was timed ({self.time_seq_len} keys): {self._cause(watched)}")
         raise Rejected(self._failure_message(job, watched, n))
 
     @staticmethod
