@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import cubridge
 from cubridge.llm.sandbox.watchdog import EXITED, OVERTIME, SILENT, run_watched
 
@@ -31,13 +33,14 @@ def test_events_and_output_come_back():
 
 def test_a_silent_child_is_taken_to_hang_and_killed():
     start = time.monotonic()
-    w = watch("emit('case', done=1)\nimport time\ntime.sleep(600)", silence_s=1.5)
+    w = watch("emit('case', done=1)\nimport time\ntime.sleep(600)", silence_s=1.0)
     assert time.monotonic() - start < 30
     assert w.ended == SILENT and not w.ok and w.returncode is not None and w.returncode < 0
-    assert "no progress for 1.5 s" in w.failure() and "hang" in w.failure()
+    assert "no progress for 1 s" in w.failure() and "hang" in w.failure()
     assert w.last("case")["done"] == 1  # what it did before it hung is kept
 
 
+@pytest.mark.slow
 def test_a_child_reporting_steadily_is_stopped_by_the_total_limit():
     w = watch("import time\nwhile True:\n    emit('tick')\n    time.sleep(0.2)",
               silence_s=5, total_s=2)
@@ -56,6 +59,7 @@ def test_an_exit_code_is_reported_with_the_tail_of_stderr():
     assert "illegal memory access" in w.stderr
 
 
+@pytest.mark.slow
 def test_grandchildren_die_with_the_child():
     """A wrapper (compute-sanitizer) and the program under it are one process group."""
     marker = "import subprocess, sys, time\n" \

@@ -137,6 +137,7 @@ def test_a_segfault_is_a_crash_at_the_running_case(check):
     assert "compute-sanitizer is not installed here" in text
 
 
+@pytest.mark.slow
 def test_a_hang_is_killed_and_named(check):
     with pytest.raises(Rejected) as err:
         check(silence_s=1.5)([(_Build(), None)], "// HANG")

@@ -96,6 +96,7 @@ def test_stdio_session_of_an_agent(tmp_path):
         assert "no CUDA GPU visible" in _text(got["gpu"])
 
 
+@pytest.mark.slow
 def test_raw_json_rpc_on_stdio_as_agents_send_it():
     """The wire itself: newline-delimited JSON-RPC, the handshake an agent opens with."""
     lines = [
