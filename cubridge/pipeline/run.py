@@ -339,11 +339,18 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
         raise StopRun("no CUDA GPU visible: stopped after compiling (cubins in "
                       f"{run_dir.path}); run again on a GPU machine to verify and benchmark")
 
+    # A kernel the LLM edited is generated code: it runs in a worker process (its
+    # kernel.py), where a fault or a hang ends the worker, not the run.
+    generated = variant.path == "llm"
+    impl = f"{run_dir.file(KERNEL_MODULE)}:attention" if generated else variant
+    timeout = (opts.llm_settings or StageSettings()).gpu_timeout_s
+
     def body(rec: StageRecord) -> None:
-        report = verify(spec, variant, device="cuda", shapes=_gpu_shapes(spec),
-                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse)
+        report = verify(spec, impl, device="cuda", shapes=_gpu_shapes(spec),
+                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse,
+                        isolate=generated, timeout_s=timeout)
         _record_verification(run_dir, rec, report, "verify_gpu", "kernel (GPU)",
-                             "kernel vs spec")
+                             "kernel vs spec" + (" (isolated worker)" if generated else ""))
 
     run_dir.run_stage("verify-gpu", content_hash(_device_key(ctx.base), str(opts.gpu_trials),
                                                  variant.fingerprint()), body)

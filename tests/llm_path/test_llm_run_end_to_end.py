@@ -161,4 +161,4 @@ def test_a_run_stopped_without_gpu_resumes_on_the_gpu(tmp_path, monkeypatch):
     assert not second.stopped, second.stopped
     assert "PASS" in json.loads((out / "lower.json").read_text())["verification"]
     assert "[llm lower] 0 calls, 1 cached" in second.stages["lower"].summary
-    assert second.stages["verify-gpu"].summary.startswith("kernel vs spec: PASS")
+    assert second.stages["verify-gpu"].summary.startswith("kernel vs spec (isolated worker): PASS")
