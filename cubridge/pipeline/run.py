@@ -377,6 +377,7 @@ def _bench(ctx: _Run, variant: CompiledVariant) -> None:
         ok = [r for r in ours if r.status == OK]
         best = max((r.tflops or 0.0 for r in ok), default=0.0)
         rec.data["table"] = markdown_table(results)
+        rec.data["counting"] = sorted({c.counting for c in results})
         rec.summary = (f"{len(ok)}/{len(ours)} cases verified and timed, best "
                        f"{best:.0f} TFLOP/s -> bench/")
         if len(ok) != len(ours):
@@ -397,6 +398,7 @@ def _write_report(ctx: _Run, result: RunResult) -> None:
     bench = run_dir.stages.get("bench")
     if bench is not None:
         lines += ["", "## Benchmark (TFLOP/s on allowed pairs)", "", bench.data.get("table", ""),
+                  "", *[f"Counting: {how}" for how in bench.data.get("counting", [])],
                   "", "Device, date, commit and command: bench/results.md."]
     run_dir.write("report.md", "\n".join(lines) + "\n")
 
