@@ -14,8 +14,9 @@ most two batch elements, Sq = Sk past twice every integer constant in the spec's
 code (`cubridge spec check`'s long case and that plus 37). If at both lengths the
 allowed pairs are exactly one band lo <= q - k <= hi in every (batch, head), and
 each edge is at both lengths either the sequence's own edge or the same constant,
-then that band is the structure at every length, and it is counted exactly at the
-benchmark shape: causal is lo = 0 with an open top, exactly what `mask_mod =
+then that band is the structure at every length (the lengths being past twice
+the spec's constants: a window of 5000 looks causal at 4200), and it is counted
+exactly at the benchmark shape: causal is lo = 0 with an open top, exactly what `mask_mod =
 causal` counts. Otherwise W is read at the benchmark shape itself when that fits
 DIRECT_MAX_ELEMENTS, and counted there; when it does not, the probe says so and
 the caller counts every pair, saying why.
@@ -32,7 +33,7 @@ import torch
 from cubridge.attention import Shape
 from cubridge.bench.case import make_aux_on
 from cubridge.bench.flops import MaskStats, band_pairs
-from cubridge.spec.lengths import long_length
+from cubridge.spec.lengths import covered_constant, long_length
 from cubridge.spec.model import Spec
 from cubridge.verify.peers import first_tensor
 
@@ -167,7 +168,10 @@ def probe_allowed_pairs(spec: Spec, shape: Shape, device: torch.device | str, se
         bands.append(st.band)
         edges.append(None if st.band is None else _open_edges(st.band, n))
     where = f"B{b} Sq=Sk={lengths[0]} and {lengths[1]}"
-    if edges[0] is not None and edges[0] == edges[1] and shape.sq == shape.sk:
+    # Past twice every constant of the spec's code, or the band may yet change.
+    largest, _ = covered_constant(spec)
+    covered = min(lengths) > 2 * largest
+    if covered and edges[0] is not None and edges[0] == edges[1] and shape.sq == shape.sk:
         lo_edge, hi_edge = edges[0]
         lo = -(shape.sk - 1) if lo_edge is None else lo_edge
         hi = shape.sq - 1 if hi_edge is None else hi_edge
@@ -178,9 +182,11 @@ def probe_allowed_pairs(spec: Spec, shape: Shape, device: torch.device | str, se
                      "the benchmark shape")
     elements = shape.b * shape.hq * shape.sq * shape.sk
     if elements > DIRECT_MAX_ELEMENTS:
-        raise ProbeError(f"at {where} the reference's weights are no band of fixed edges "
-                         f"({bands[0]} / {bands[1]}), and reading them at {shape} "
-                         f"({elements:.1e} pairs) exceeds the probe's limit")
+        why = (f"no band of fixed edges ({bands[0]} / {bands[1]})" if covered else
+               f"not past twice the spec's constant {largest}, so their band says nothing of "
+               "longer sequences")
+        raise ProbeError(f"at {where} the reference's weights are {why}, and reading them at "
+                         f"{shape} ({elements:.1e} pairs) exceeds the probe's limit")
     allowed = allowed_pairs_of_reference(spec, shape, device, seed, faithful,
                                          check_linear=False)
     stats = stats_of_allowed(allowed, shape)

@@ -189,3 +189,18 @@ def test_reports_state_the_counting(tmp_path, short_probes):
     write_json(tmp_path / "r.json", {}, results)
     saved = json.loads((tmp_path / "r.json").read_text())["results"]
     assert all(r["counting"].startswith("pairs: ") for r in saved)
+
+
+def test_a_band_seen_short_of_the_specs_constants_is_not_extrapolated(tmp_path):
+    """Window 200 probed at lengths 100 and 137 looks causal there; the spec's
+    constant 200 says those lengths prove nothing, so the pairs are read at the
+    benchmark shape instead."""
+    path = tmp_path / "window200.py"
+    path.write_text(CAUSAL_SPEC.format(title="", name="window200").replace(
+        "q_idx >= kv_idx, v)", "(q_idx >= kv_idx) & (q_idx - kv_idx < 200), v)"))
+    spec = load(path)
+    shape = Shape(1, 4, 2, 500, 500, 16)
+    probe = probe_allowed_pairs(spec, shape, "cpu", lengths=(100, 137))
+    window = lambda b, h, q, k: (q >= k) & (q - k < 200)
+    assert probe.stats.allowed_pairs == count_allowed_pairs(window, shape, "cpu").allowed_pairs
+    assert probe.stats.structure == "window200" and "at the benchmark shape" in probe.counting
