@@ -170,6 +170,13 @@ def render_markdown(meta: dict, results: Sequence[CaseResult]) -> str:
             shown = ", ".join(where[:4]) + (f" and {len(where) - 4} more" if len(where) > 4 else "")
             parts.append(f"- {key} [{shown}]")
         parts.append("")
+    counted: dict[str, list[str]] = {}
+    for r in results:
+        how = r.counting or "not recorded (written before results stated their counting)"
+        counted.setdefault(f"{r.variant}: {how}", []).append(f"{r.config}/S{r.seq_len}")
+    parts += ["## Counting", "", "How each case's allowed pairs and FLOPs were obtained "
+              "(docs/benchmark.md).", ""]
+    parts += [f"- {key} [{', '.join(where)}]" for key, where in counted.items()] + [""]
     refs = sorted({f"{r.variant}: {r.reference}" for r in results})
     parts += ["## Float64 references", "", *[f"- {x}" for x in refs], ""]
     return "\n".join(parts)

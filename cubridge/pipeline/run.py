@@ -343,11 +343,18 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
         raise StopRun("no CUDA GPU visible: stopped after compiling (cubins in "
                       f"{run_dir.path}); run again on a GPU machine to verify and benchmark")
 
+    # A kernel the LLM edited is generated code: it runs in a worker process (its
+    # kernel.py), where a fault or a hang ends the worker, not the run.
+    generated = variant.path == "llm"
+    impl = f"{run_dir.file(KERNEL_MODULE)}:attention" if generated else variant
+    timeout = (opts.llm_settings or StageSettings()).gpu_timeout_s
+
     def body(rec: StageRecord) -> None:
-        report = verify(spec, variant, device="cuda", shapes=_gpu_shapes(spec),
-                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse)
+        report = verify(spec, impl, device="cuda", shapes=_gpu_shapes(spec),
+                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse,
+                        isolate=generated, timeout_s=timeout)
         _record_verification(run_dir, rec, report, "verify_gpu", "kernel (GPU)",
-                             "kernel vs spec")
+                             "kernel vs spec" + (" (isolated worker)" if generated else ""))
 
     run_dir.run_stage("verify-gpu", content_hash(_device_key(ctx.base), str(opts.gpu_trials),
                                                  variant.fingerprint()), body)
@@ -374,6 +381,7 @@ def _bench(ctx: _Run, variant: CompiledVariant) -> None:
         ok = [r for r in ours if r.status == OK]
         best = max((r.tflops or 0.0 for r in ok), default=0.0)
         rec.data["table"] = markdown_table(results)
+        rec.data["counting"] = sorted({c.counting for c in results})
         rec.summary = (f"{len(ok)}/{len(ours)} cases verified and timed, best "
                        f"{best:.0f} TFLOP/s -> bench/")
         if len(ok) != len(ours):
@@ -394,6 +402,7 @@ def _write_report(ctx: _Run, result: RunResult) -> None:
     bench = run_dir.stages.get("bench")
     if bench is not None:
         lines += ["", "## Benchmark (TFLOP/s on allowed pairs)", "", bench.data.get("table", ""),
+                  "", *[f"Counting: {how}" for how in bench.data.get("counting", [])],
                   "", "Device, date, commit and command: bench/results.md."]
     run_dir.write("report.md", "\n".join(lines) + "\n")
 
