@@ -170,9 +170,29 @@ def render_markdown(meta: dict, results: Sequence[CaseResult]) -> str:
             shown = ", ".join(where[:4]) + (f" and {len(where) - 4} more" if len(where) > 4 else "")
             parts.append(f"- {key} [{shown}]")
         parts.append("")
+    parts += peer_forms_section(results)
     refs = sorted({f"{r.variant}: {r.reference}" for r in results})
     parts += ["## Float64 references", "", *[f"- {x}" for x in refs], ""]
     return "\n".join(parts)
+
+
+def peer_forms_section(results: Sequence[CaseResult]) -> list[str]:
+    """How each implementation was given each variant (its notes: native flags,
+    dense masks, BlockMask, constants bound, tensors captured), as a table at
+    the first case of each variant (constants differ by S)."""
+    names = _impl_names(results)
+    rows = []
+    for variant in dict.fromkeys(r.variant for r in results):
+        first = next(r for r in results if r.variant == variant)
+        notes = {i.impl: i.note.replace("|", "/") for i in first.impls}
+        if any(notes.values()):
+            rows.append(f"| {variant} | {first.config}, S = {first.seq_len} | "
+                        + " | ".join(notes.get(n, "") for n in names) + " |")
+    if not rows:
+        return []
+    head = ["variant", "at", *names]
+    return ["## How each implementation was given the variant", "",
+            "| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows, ""]
 
 
 def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
