@@ -3,8 +3,8 @@ benchmark gives it (issue 14, part 5): each runs and matches the float64
 reference, or refuses with the reason the coverage table expects. A peer that
 raises anything else fails here, so it cannot reach a report as an error.
 
-FA4 and Flex FLASH need flash-attn-4 (../shared/tools/fa4-peer.sh brings it to
-the device machine); without it their cases are skipped, saying so.
+FA4 and Flex FLASH need flash-attn-4 (with the CuTe DSL) on the machine;
+without it their cases are skipped, saying so.
 
     python -m pytest -m gpu tests/bench/test_peers_gpu.py
 """
@@ -48,7 +48,7 @@ def test_peer_runs_the_variant_or_names_the_gap(specs, name, peer):
             PEERS[peer].prepare(case)
         return
     if peer in NEEDS_FA4 and not flash_attn_cute_available():
-        pytest.skip("flash-attn-4 is not installed (../shared/tools/fa4-peer.sh)")
+        pytest.skip("flash-attn-4 (flash_attn.cute) is not installed")
     prepared = PEERS[peer].prepare(case)
     out = prepared.to_standard(prepared.run())
     torch.cuda.synchronize()
