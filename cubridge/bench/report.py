@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from cubridge.bench.runner import OK, CaseResult, ImplResult
+from cubridge.bench.summary import OURS, summary_markdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "cubridge.bench/1"
@@ -195,6 +196,13 @@ def peer_forms_section(results: Sequence[CaseResult]) -> list[str]:
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows, ""]
 
 
+def render_summary(meta: dict, results: Sequence[CaseResult]) -> str:
+    """summary.md: ours against the best peer and our own causal, with the bars
+    (cubridge.bench.summary), under the run's provenance."""
+    return "\n".join(["# cubridge bench: ours against the peers", "", *meta_lines(meta), "",
+                      summary_markdown(results)])
+
+
 def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
     """TFLOP/s against S, one panel per (variant, config), one line per impl."""
     import matplotlib
@@ -236,13 +244,17 @@ def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
 
 
 def write_reports(out_dir: Path, meta: dict, results: Sequence[CaseResult]) -> dict[str, Path]:
-    """results.json, results.md and results.png in out_dir; a plot that cannot be
+    """results.json, results.md, results.png and (with ours among them)
+    summary.md in out_dir; a plot that cannot be
     drawn (no matplotlib on the machine) is reported, the rest is still written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "results.json", "markdown": out_dir / "results.md",
              "png": out_dir / "results.png"}
     write_json(paths["json"], meta, results)
     paths["markdown"].write_text(render_markdown(meta, results))
+    if any(i.impl == OURS and i.status == OK for r in results for i in r.impls):
+        paths["summary"] = out_dir / "summary.md"
+        paths["summary"].write_text(render_summary(meta, results))
     try:
         plot_png(paths["png"], meta, results)
     except ImportError as exc:
