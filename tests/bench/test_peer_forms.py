@@ -114,7 +114,9 @@ def test_fa4_flags_refuse_what_they_cannot_say_and_say_why():
         fa4_flags(c.spec, c.shape, None, None, None)
 
 
-@pytest.mark.parametrize("peer", ["sdpa", "flex_triton", "flex_flash", "fa4"])
+@pytest.mark.parametrize("peer", [pytest.param("sdpa", marks=pytest.mark.slow),
+                                  pytest.param("flex_triton", marks=pytest.mark.slow),
+                                  "flex_flash", "fa4"])
 @pytest.mark.parametrize("name", BENCHMARK_VARIANTS)
 def test_every_gap_is_one_the_coverage_table_expects(peer, name):
     """A peer refuses exactly the variants the table lists, with its reason;
