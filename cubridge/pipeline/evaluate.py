@@ -27,8 +27,7 @@ from typing import Any
 
 import torch
 
-from cubridge.kernels import select_for_spec
-from cubridge.kernels.library import selection_reason
+from cubridge.kernels import choose_for_spec
 from cubridge.llm import LLMClient, LLMConfig, load_config
 from cubridge.llm.loop import RoundsExhausted, ask_until_valid
 from cubridge.llm_path.settings import StageSettings
@@ -147,13 +146,14 @@ def evaluate_spec(path: Path, config: LLMConfig, out: Path, settings: EvalSettin
     result = SpecResult(path.stem, str(path))
     try:
         spec = load(path)
-        kernel = select_for_spec(spec, settings.arch, settings.kernel)
+        selection = choose_for_spec(spec, settings.arch, settings.kernel)
+        kernel = selection.kernel
         route = choose_path(spec, kernel)
     except Exception as exc:  # noqa: BLE001 - a bad spec is a line of the report
         result.skipped = f"{type(exc).__name__}: {exc}"
         return result
     result.spec, result.kernel = spec.name, kernel.name
-    result.kernel_reason = selection_reason(spec, settings.arch, kernel, settings.kernel)
+    result.kernel_reason = str(selection)
     if route.path == "rules":
         result.skipped = f"rules path ({route.reason}): no LLM task"
         return result

@@ -51,7 +51,8 @@ def _replayed_cosine_run(tmp_path, monkeypatch, **options):
 def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
     out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)
     assert "no CUDA GPU visible: stopped after compiling" in result.stopped
-    assert list(result.stages) == ["check", "load", "route", "transfer", "lower", "compile"]
+    assert list(result.stages) == ["check", "load", "select", "route", "transfer", "lower",
+                                   "compile"]
     lower = json.loads((out / "lower.json").read_text())
     assert lower["verification"].startswith("compile-only")
     assert lower["path"] == "llm" and lower["source_edited"] and lower["kernel"] == "fa_sm80"
