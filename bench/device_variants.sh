@@ -42,13 +42,16 @@ do_runs() {  # do_runs KERNEL NAME: every variant through `cubridge run --no-ben
   printf '%s\n' "${variants[@]}" | OMP_NUM_THREADS=2 xargs -P 8 -I{} \
     sh -c "$cub run examples/specs/{}.py --no-bench $flag > runs/{}.log 2>&1 \
            && touch runs/{}.ok && echo 'run {}: ok' || echo 'run {}: FAILED (runs/{}.log)'"
+  local stage; stage=$(mktemp -d)
   for v in "${variants[@]}"; do
     d=$(ls -dt runs/$v-*/ 2>/dev/null | head -1)
-    mkdir -p "$OUT/$name-runs/$v"
-    cp runs/$v.log "$OUT/$name-runs/$v/run.log" 2>/dev/null
+    mkdir -p "$stage/$name-runs/$v"
+    cp runs/$v.log "$stage/$name-runs/$v/run.log" 2>/dev/null
     [ -n "$d" ] && cp "$d"/verify_ir.txt "$d"/verify_gpu.txt "$d"/report.md "$d"/plan.json \
-      "$OUT/$name-runs/$v/" 2>/dev/null
+      "$stage/$name-runs/$v/" 2>/dev/null
   done
+  # one archive: the device returns few files per call
+  tar -C "$stage" -czf "$OUT/$name-runs.tar.gz" "$name-runs" && rm -rf "$stage"
 }
 
 verified() {  # the GPU-verified variants of the last do_runs
