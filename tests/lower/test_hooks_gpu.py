@@ -17,9 +17,18 @@ from cubridge.transfer.hooks import plan_hooks
 
 pytestmark = pytest.mark.gpu
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
-OUTSIDE = {"cosine", "mla"}  # outside the hook family (tests/transfer/test_target.py)
+
+def _rules_path(spec) -> bool:
+    """Inside the hook family: the router lowers it by hooks (cosine, MLA, the
+    structural examples take the LLM path; tests/pipeline/test_structural_examples.py)."""
+    from cubridge.kernels import get_kernel
+    from cubridge.pipeline.route import choose_path
+
+    return choose_path(spec, get_kernel("fa_sm80")).path == "rules"
+
+
 SPECS = {s.name: s for s in map(load, sorted(glob.glob(str(EXAMPLES / "*.py"))))
-         if s.name not in OUTSIDE}
+         if _rules_path(s)}
 # tails, Sq != Sk both ways, GQA 8, and long enough for 1024-token windows
 SHAPES = [Shape(2, 16, 2, 200, 127, 128), Shape(1, 4, 4, 65, 300, 128),
           Shape(1, 8, 1, 2100, 2300, 128), Shape(2, 4, 4, 1100, 1100, 64)]
