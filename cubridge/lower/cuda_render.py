@@ -70,6 +70,12 @@ _TEMPLATES = {
     # compiler can share them between elements instead of predicating each one
     "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} != {1})",
     "where": "({0} ? {1} : {2})",
+    "erf": "erff({0})",
+    # 32-bit ints, as FlexAttention's int32 indices: left shifts go through
+    # unsigned so that a negative operand wraps instead of being undefined
+    "bitand": "({0} & {1})", "bitor": "({0} | {1})", "bitxor": "({0} ^ {1})",
+    "bitnot": "(~{0})", "shl": "static_cast<int>(static_cast<unsigned>({0}) << {1})",
+    "shr": "({0} >> {1})",
 }
 
 # score_mod and activation run on every score: the fast device forms (see
