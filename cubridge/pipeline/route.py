@@ -14,7 +14,10 @@ fact behind the decision is stated in the reason:
   spec's normaliser (checked on a tiny float64 input): the variant cannot be
   stated as hooks: LLM path;
 - otherwise the rules, with the traced hook plan (the run's one tracing of
-  the spec's mods; plan.json keeps it for the later stages and kernel.py).
+  the spec's mods; plan.json keeps it for the later stages and kernel.py),
+  once the traced expressions are seen to compute what the mods compute
+  element by element (`transfer.hooks.check_trace`; a SpecError at the mod's
+  line otherwise: every later stage uses the expressions, not the mods).
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from cubridge.spec.helpers import (
     softmax_attention,
 )
 from cubridge.spec.model import Spec
-from cubridge.transfer.hooks import HookPlan, plan_hooks
+from cubridge.spec.shapes import smoke_shape
+from cubridge.transfer.hooks import HookPlan, check_trace, plan_hooks
 
 PathName = Literal["rules", "llm"]
+TRACE_CHECK_LEN = 61  # traced vs called mods: every pair of a 61 x 64 problem
 _ACTIVATIONS = {"sigmoid": torch.sigmoid, "relu": torch.relu}
 
 
@@ -74,6 +79,8 @@ def choose_path(spec: Spec, kernel: LibraryKernel) -> Route:
         except Exception as exc:  # noqa: BLE001 - any tracer refusal means "not a hook"
             return Route("llm", f"the hook tracer cannot express the spec's mods "
                          f"({type(exc).__name__}: {exc})", kernel)
+        check_trace(spec, plan, smoke_shape(spec.configs, sq=TRACE_CHECK_LEN,
+                                            sk=TRACE_CHECK_LEN + 3))
         mods = [n for n in ("score_mod", "mask_mod") if getattr(spec, n) is not None]
         verb = "trace" if len(mods) > 1 else "traces"
         return Route("rules", f"the spec's {' and '.join(mods)} {verb} into {kernel.name}'s "

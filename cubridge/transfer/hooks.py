@@ -29,7 +29,9 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
+from cubridge.spec.errors import SpecError, location_of
 from cubridge.spec.model import Spec
+from cubridge.spec.mods import bind_mods, elementwise_mask, elementwise_score
 from cubridge.transfer import expr, interval
 from cubridge.transfer.block_table import TABLE_CACHE, BlockTable
 from cubridge.transfer.captures import Captures
@@ -236,3 +238,40 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
         table_depends_on_h="h" in mask_vars,
         captured=captured,
     )
+
+
+def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
+                aux: Mapping[str, torch.Tensor] | None = None) -> None:
+    """The traced expressions compute what the mods compute, element by element
+    (FlexAttention's semantics), on every (b, h, q, k) of `shape`; SpecError at
+    the mod's line where they differ (a mod whose Python does something else
+    when called on real tensors than when traced). Every stage after the trace
+    uses the expressions, so this is what ties them to the mods."""
+    aux = example_aux(spec) if aux is None else dict(aux)
+    mods = bind_mods(spec, aux)
+    full = plan.with_captured(aux)
+    idx = [torch.arange(n, dtype=torch.int32) for n in (shape.b, shape.hq, shape.sq, shape.sk)]
+    grid = [i.view([-1 if d == j else 1 for d in range(4)]) for j, i in enumerate(idx)]
+    checks = []
+    if plan.mask is not None and mods.mask_mod is not None:
+        want = elementwise_mask(mods.mask_mod)(*idx)
+        got = grid_function(plan.mask.node)(*grid, **full).expand_as(want)
+        checks.append(("mask_mod", spec.mask_mod, want, got))
+    if plan.score is not None and mods.score_mod is not None:
+        scores = 4 * torch.randn(shape.b, shape.hq, shape.sq, shape.sk,
+                                 generator=torch.Generator().manual_seed(0))
+        want = elementwise_score(mods.score_mod)(scores, *idx).double()
+        got = grid_function(plan.score.node)(*grid, score_=scores, **full).expand_as(want).double()
+        checks.append(("score_mod", spec.score_mod, want, got))
+    for kind, fn, want, got in checks:
+        if want.dtype == torch.bool:
+            bad = want != got
+        else:
+            bad = ~torch.isclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+        if bad.any():
+            b, h, q, k = (int(i) for i in bad.nonzero()[0])
+            raise SpecError(
+                f"the traced {kind} differs from the {kind} itself at (b={b}, h={h}, q={q}, "
+                f"k={k}): {got[b, h, q, k].item()} traced, {want[b, h, q, k].item()} called "
+                f"per element on shape {shape}; it computes something else when called on "
+                "tensors than when traced", location_of(fn))

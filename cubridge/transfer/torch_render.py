@@ -96,7 +96,8 @@ def render_torch_body(node: Node, aux_vars: Mapping[str, str],
 
 @functools.lru_cache(maxsize=64)
 def grid_function(node: Node) -> Callable[..., torch.Tensor]:
-    """`fn(b, h, q_idx, kv_idx, **aux)` evaluating `node` on broadcasting index
+    """`fn(b, h, q_idx, kv_idx, *, score_=None, **aux)` evaluating `node` (a
+    mask, or a score_mod of the scores `score_`) on broadcasting index
     tensors: the traced expression on a whole grid at once (block tables,
     mods-derived attention). Element by element it is what the mod computes,
     whatever the mod did with shapes, since the expression is per element.
@@ -109,7 +110,8 @@ def grid_function(node: Node) -> Callable[..., torch.Tensor]:
     dtypes = _AnyDtype()
     body = render_torch_body(node, names, dtypes, indent="    ")
     binds = [f"    {local} = aux[{name!r}]" for name, local in names.items()]
-    source = "\n".join(["def grid_fn(b, h, q_idx, kv_idx, **aux):", *binds, *body])
+    source = "\n".join(["def grid_fn(b, h, q_idx, kv_idx, *, score_=None, **aux):",
+                        "    s = score_", *binds, *body])
     scope: dict[str, object] = {"torch": torch, "math": math}
     exec(compile(source, f"<cubridge grid function {abs(hash(node)):x}>", "exec"), scope)
     return scope["grid_fn"]  # type: ignore[return-value]
