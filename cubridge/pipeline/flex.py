@@ -44,6 +44,7 @@ from cubridge.pipeline.route import choose_path
 from cubridge.pipeline.variant import CompiledVariant, rules_variant
 from cubridge.rundir import content_hash
 from cubridge.spec.from_mods import from_mods
+from cubridge.spec.model import Spec
 from cubridge.spec.shapes import reduced_heads
 from cubridge.transfer.hooks import HookPlan, check_trace
 
@@ -131,7 +132,7 @@ def _verify_shape(shape: Shape) -> Shape:
                  min(shape.sk, VERIFY_MAX_LEN), shape.d, shape.dv)
 
 
-def _kernel_for(plan: HookPlan, spec: object, lib: LibraryKernel, shape: Shape,
+def _kernel_for(plan: HookPlan, spec: Spec, lib: LibraryKernel, shape: Shape,
                 dtype: torch.dtype, device: torch.device) -> _Kernel:
     """The compiled kernel of a traced form (built and verified once per
     traced form, dims, dtype and arch; verified again on a new length)."""
@@ -144,7 +145,7 @@ def _kernel_for(plan: HookPlan, spec: object, lib: LibraryKernel, shape: Shape,
     found = _KERNELS.get(key)
     if found is None:
         header = generate_header(plan)
-        variant = rules_variant(spec, lib, header)  # type: ignore[arg-type]
+        variant = rules_variant(spec, lib, header)
         variant.prepare(device)
         STATS["builds"] += 1
         found = _Kernel(variant, variant._keys[(shape.d, shape.head_dim_v, dtype)], [])
@@ -153,11 +154,11 @@ def _kernel_for(plan: HookPlan, spec: object, lib: LibraryKernel, shape: Shape,
     if not any(s.sq == check.sq and s.sk == check.sk for s in found.verified_on):
         # the same builds, packing this call's captured tensors
         built = found.variant
-        variant = CompiledVariant(spec, lib, built.builds,  # type: ignore[arg-type]
+        variant = CompiledVariant(spec, lib, built.builds,
                                   hooks=dataclasses.replace(built.hooks, plan=plan))
         variant._keys = dict(built._keys)
-        report = verify(spec, variant, device="cuda", shapes=[check],  # type: ignore[arg-type]
-                        dtypes=[dtype], trials=1, seed=0, require_lse=True)
+        report = verify(spec, variant, device="cuda", shapes=[check], dtypes=[dtype],
+                        trials=1, seed=0, require_lse=True)
         STATS["verifications"] += 1
         if not report.passed:
             failed = next(c for c in report.cases if c.verdict != "pass")
@@ -168,24 +169,31 @@ def _kernel_for(plan: HookPlan, spec: object, lib: LibraryKernel, shape: Shape,
     return found
 
 
-def _build_call(score_mod: Callable[..., torch.Tensor] | None,
-                mask_mod: Callable[..., torch.Tensor] | None, shape: Shape, dtype: torch.dtype,
-                device: torch.device, kernel: str | None) -> _Call:
-    device = require_cuda_device(device)
+def plan_call(score_mod: Callable[..., torch.Tensor] | None,
+              mask_mod: Callable[..., torch.Tensor] | None, shape: Shape, dtype: torch.dtype,
+              arch: str, kernel: str | None = None) -> tuple[Spec, LibraryKernel, HookPlan]:
+    """The spec, library kernel and traced hook plan of a call (no GPU needed):
+    what the first call builds from, so that its cubins can be compiled ahead."""
     cfg = HeadConfig("call", shape.hq, shape.hk, shape.d, shape.dv)
     spec = from_mods(score_mod, mask_mod, name="flex_attention", configs=[cfg],
                      seq_lens=[shape.sq], dtypes=[dtype])
-    arch = device_arch(device)
     lib = select_for_spec(spec, arch, kernel)
     route = choose_path(spec, lib)
     STATS["traces"] += 1
     if route.path != "rules" or route.plan is None:
         raise FlexAttentionError(f"cubridge.flex_attention takes mods that trace into "
                                  f"{lib.name}'s hooks; these do not: {route.reason}")
-    plan = route.plan
-    check_trace(spec, plan, dataclasses.replace(
+    check_trace(spec, route.plan, dataclasses.replace(
         _verify_shape(shape), b=min(shape.b, 2), sq=min(shape.sq, TRACE_CHECK_LEN),
         sk=min(shape.sk, TRACE_CHECK_LEN)), aux={})
+    return spec, lib, route.plan
+
+
+def _build_call(score_mod: Callable[..., torch.Tensor] | None,
+                mask_mod: Callable[..., torch.Tensor] | None, shape: Shape, dtype: torch.dtype,
+                device: torch.device, kernel: str | None) -> _Call:
+    device = require_cuda_device(device)
+    spec, lib, plan = plan_call(score_mod, mask_mod, shape, dtype, device_arch(device), kernel)
     found = _kernel_for(plan, spec, lib, shape, dtype, device)
     header = dataclasses.replace(found.variant.hooks, plan=plan)  # type: ignore[arg-type]
     call = _Call(plan, header, found, shape, device, [])
