@@ -14,6 +14,6 @@ from cubridge.spec.shapes import verification_shapes
 
 __all__ = [
     "DISTRIBUTIONS", "BoundMods", "CheckSummary", "Inputs", "Spec", "SpecError", "Tolerance",
-    "bind_mods", "call_reference", "check_spec", "dense_mask", "from_mods", "load", "make_aux", "make_inputs",
-    "mods_attention", "parse_dtype", "verification_shapes",
+    "bind_mods", "call_reference", "check_spec", "dense_mask", "from_mods", "load", "make_aux",
+    "make_inputs", "mods_attention", "parse_dtype", "verification_shapes",
 ]

@@ -75,6 +75,7 @@ def from_mods(score_mod: Callable[..., torch.Tensor] | None = None,
         if not isinstance(t, torch.Tensor) or not key.isidentifier():
             raise SpecError(f"aux {key!r} must be a tensor named by an identifier")
     holder: dict[str, Spec] = {}
+    given_mods = [n for n, f in (("score_mod", score_mod), ("mask_mod", mask_mod)) if f]
 
     def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **given: torch.Tensor
                   ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -92,7 +93,7 @@ def from_mods(score_mod: Callable[..., torch.Tensor] | None = None,
     spec = Spec(
         name=name,
         description=description or "attention defined by FlexAttention mods "
-        f"({', '.join(n for n, f in (('score_mod', score_mod), ('mask_mod', mask_mod)) if f) or 'none'})",
+        f"({', '.join(given_mods) or 'none'})",
         path=None, reference=reference, make_aux=make_aux if fixed else None,
         configs=list(configs or DEFAULT_CONFIGS), seq_lens=list(seq_lens),
         dtypes=[parse_dtype(d) for d in dtypes], tolerances=dict(DEFAULT_TOLERANCES),

@@ -48,7 +48,8 @@ def test_captured_document_mask_lifts_its_tensors_and_tables_come_from_the_trace
     traced = trace_mask_mod(mask_mod, {})
     captured = dict(traced.captured)
     assert set(captured) == {"document_id", "offsets"} and captured["offsets"] is offsets
-    assert torch.equal(_traced_on_grid(traced, 128, 128, captured), _per_element(mask_mod, 128, 128))
+    want = _per_element(mask_mod, 128, 128)
+    assert torch.equal(_traced_on_grid(traced, 128, 128, captured), want)
     # the plan supplies the captured tensors: a call passes no aux at all
     spec = from_mods(mask_mod=mask_mod, configs=[HeadConfig("c", 2, 1, 64)], seq_lens=[128])
     plan = choose_path(spec, get_kernel("fa_sm90")).plan
