@@ -302,7 +302,7 @@ def render_body(node: Node, slots: Mapping[str, int],
     bound: dict[Node, str] = dict(pre_bound or {})
     lines = []
     temps = 0
-    for n in shared_subexpressions(node):
+    for n in shared_subexpressions(node, leaves=bound):
         if n in bound:
             continue
         lines.append(f"  const {C_TYPES[n.dtype]} t{temps} = "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -269,16 +269,17 @@ def aux_reads(node: Node) -> dict[str, int]:
     return out
 
 
-def shared_subexpressions(root: Node) -> list[Node]:
+def shared_subexpressions(root: Node, leaves: Collection[Node] = ()) -> list[Node]:
     """Non-trivial subexpressions that occur more than once in `root`, children
     before parents: renderers bind each to a temporary so generated code stays
-    readable (and computes each once)."""
+    readable (and computes each once). `leaves` are not looked into (values
+    the renderer already has)."""
     count: Counter[Node] = Counter()
     order: list[Node] = []
 
     def visit(n: Node) -> None:
         count[n] += 1
-        if count[n] > 1:
+        if count[n] > 1 or n in leaves:
             return
         for a in n.args:
             visit(a)

@@ -174,6 +174,12 @@ class Sym:
     def device(self) -> torch.device:
         return torch.device("cpu")
 
+    def unsqueeze(self, dim: int) -> SymVec:
+        """x.unsqueeze(-1): a one-element vector, to compare with a row."""
+        if dim not in (-1, 0):
+            raise TraceError(f"unsqueeze({dim}) of a traced scalar; only -1 (a vector of one)")
+        return SymVec((self,))
+
     def __getattr__(self, name: str) -> Callable[..., Sym]:
         # a method call on a traced value: the tensor method of that name
         if name.startswith("__"):
@@ -193,14 +199,90 @@ class Sym:
         return handler(*args, **(kwargs or {}))
 
 
+class SymVec:
+    """A short vector per (q, k) pair: a row of a captured tensor, or a traced
+    scalar unsqueezed to compare with one. Elementwise ops broadcast a vector of
+    one; any/all/sum over the last dim reduce it to a scalar (unrolled reads)."""
+
+    def __init__(self, items: tuple[Sym, ...]) -> None:
+        self.items = items
+
+    def _map(self, o: object, fn: Callable[[Sym, object], Sym]) -> SymVec:
+        other = o.row() if isinstance(o, SymAux) else o
+        if isinstance(other, SymVec):
+            a, b = self.items, other.items
+            if len(a) != len(b) and 1 not in (len(a), len(b)):
+                raise TraceError(f"vectors of {len(a)} and {len(b)} elements do not broadcast")
+            n = max(len(a), len(b))
+            return SymVec(tuple(fn(a[i if len(a) > 1 else 0], b[i if len(b) > 1 else 0])
+                                for i in range(n)))
+        return SymVec(tuple(fn(x, other) for x in self.items))
+
+    def __eq__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a == b)  # type: ignore[override]
+    def __ne__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a != b)  # type: ignore[override]
+    def __lt__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a < b)
+    def __le__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a <= b)
+    def __gt__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a > b)
+    def __ge__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a >= b)
+    def __and__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a & b)
+    def __or__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a | b)
+    __hash__ = None  # type: ignore[assignment]
+
+    def _reduce(self, op: str, dim: int) -> Sym:
+        if dim not in (-1, 0):
+            raise TraceError(f"reduction over dim {dim} of a row; only its last dim")
+        out = self.items[0]
+        for x in self.items[1:]:
+            out = {"any": lambda a, b: a | b, "all": lambda a, b: a & b,
+                   "sum": lambda a, b: a + b}[op](out, x)
+        return out
+
+    def any(self, dim: int = -1) -> Sym: return self._reduce("any", dim)
+    def all(self, dim: int = -1) -> Sym: return self._reduce("all", dim)
+    def sum(self, dim: int = -1) -> Sym: return self._reduce("sum", dim)
+
+    def __getattr__(self, name: str) -> object:
+        raise TraceError(f"unsupported use of a row (a vector per pair): .{name}; reduce it "
+                         "with .any(-1), .all(-1) or .sum(-1)")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        for op in ("any", "all", "sum"):
+            if func in (getattr(torch, op), getattr(torch.Tensor, op)):
+                dim = (kwargs or {}).get("dim", args[1] if len(args) > 1 else -1)
+                return args[0]._reduce(op, dim)
+        raise TraceError(f"unsupported op {describe_function(func)} on a row (a vector per "
+                         "pair); reduce it with .any(-1), .all(-1) or .sum(-1)")
+
+
 class SymAux:
     """An aux tensor during tracing: index it to read an element."""
 
-    def __init__(self, name: str, tensor: torch.Tensor, prefix: tuple[Node, ...] = ()) -> None:
+    def __init__(self, name: str, tensor: torch.Tensor, prefix: tuple[Node, ...] = (),
+                 captured: bool = False) -> None:
         self.name = name
         self.tensor = tensor
         self.rank = tensor.dim()
         self.prefix = prefix
+        self.captured = captured
+
+    def row(self) -> SymVec:
+        """The last dim of a captured tensor, indexed down to it, as a vector of
+        reads (its length is the captured tensor's, fixed when traced)."""
+        if not self.captured or len(self.prefix) != self.rank - 1:
+            raise TraceError(
+                f"aux tensor {self.name!r} used as a value with {self.rank - len(self.prefix)} "
+                "dims left; hooks read elements (a captured tensor's last dim may be used as "
+                "a row and reduced: (row == x).any(-1))")
+        return SymVec(tuple(self[i] for i in range(self.tensor.shape[-1])))  # type: ignore[misc]
+
+    def __eq__(self, o: object) -> SymVec: return self.row() == o  # type: ignore[override]
+    def __ne__(self, o: object) -> SymVec: return self.row() != o  # type: ignore[override]
+    def __lt__(self, o: object) -> SymVec: return self.row() < o
+    def __le__(self, o: object) -> SymVec: return self.row() <= o
+    def __gt__(self, o: object) -> SymVec: return self.row() > o
+    def __ge__(self, o: object) -> SymVec: return self.row() >= o
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def shape(self) -> tuple[Sym, ...]:
@@ -234,7 +316,7 @@ class SymAux:
                 f"aux tensor {self.name!r} has rank {self.rank} but got {len(full)} indices"
             )
         if len(full) < self.rank:
-            return SymAux(self.name, self.tensor, full)
+            return SymAux(self.name, self.tensor, full, self.captured)
         return Sym(Node("aux_load", ir_dtype(self.tensor.dtype, f"aux {self.name!r}"), full,
                         arg=self.name))
 
@@ -479,7 +561,7 @@ def _captured(tensor: torch.Tensor) -> SymAux:
     ir_dtype(tensor.dtype, "a captured tensor")
     if tensor.dim() == 0:
         raise TraceError("a 0-d captured tensor indexed by a traced value")
-    return SymAux(_ACTIVE_CAPTURES[-1].aux_name(tensor), tensor)
+    return SymAux(_ACTIVE_CAPTURES[-1].aux_name(tensor), tensor, captured=True)
 
 
 # ---------------------------------------------------------------------------

@@ -154,10 +154,7 @@ CORPUS: tuple[Case, ...] = (
     Case("generate_temporal_head_mask_mod(16, 4, 28, 2)",
          _mask(lambda d: _masks().generate_temporal_head_mask_mod(16, 4, 28, 2))),
     Case("generate_vsa_mask_mod(topk_indices, 32)", _mask(_vsa),
-         not_taken="the mask compares a key's tile with a row of top-k tile ids and reduces "
-                   "it (`(row == kv_tile.unsqueeze(-1)).any(dim=-1)`): a vector per (q, k) "
-                   "pair; hooks compute one scalar per pair (a bool table of the selected "
-                   "tiles, [B, H, Q_TILES, KV_TILES], says the same as a scalar read)"),
+         tags=("captured", "row")),
     # score mods
     Case("generate_activation_score_mod(gelu)",
          _score(lambda d: _mods().generate_activation_score_mod())),
