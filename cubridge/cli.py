@@ -10,6 +10,7 @@ import sys
 # Modules that register sub-commands, in the order `cubridge --help` lists them.
 COMMAND_MODULES = [
     "cubridge.pipeline.commands",
+    "cubridge.pipeline.eval_commands",
     "cubridge.bench.commands",
     "cubridge.build.commands",
     "cubridge.ir.commands",

@@ -141,8 +141,10 @@ def compile_cuda(
     key = _digest(json.dumps(recipe, sort_keys=True).encode())
     root = cache_dir or cache_root()
     final = root / "cubin" / key[:2] / key
-    if (final / "kernel.cubin").is_file():
+    if _complete(final):
         return _load_artifact(key, arch, final, from_cache=True)
+    if final.exists():  # a partial entry (a copy or clean-up cut short): build it again
+        shutil.rmtree(final, ignore_errors=True)
 
     (root / "tmp").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=root / "tmp"))
@@ -186,13 +188,18 @@ def compile_cuda(
         try:
             os.replace(work, final)
         except OSError:
-            if not (final / "kernel.cubin").is_file():  # not a concurrent twin: real error
+            if not _complete(final):  # not a concurrent twin: real error
                 raise
             return _load_artifact(key, arch, final, from_cache=True)
         return _load_artifact(key, arch, final, from_cache=False)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _complete(directory: Path) -> bool:
+    """A cache entry is usable only with both its cubin and its ptxas report."""
+    return (directory / "kernel.cubin").is_file() and (directory / "resources.json").is_file()
 
 
 def _load_artifact(key: str, arch: str, directory: Path, *, from_cache: bool) -> CompiledKernel:

@@ -36,8 +36,10 @@ class HookDefaults:
     activation(s) v, no running max, no lse)."""
 
     aux_names: ClassVar[tuple[str, ...]] = ()
-    """Names of the aux tensors the hooks read, as `self.aux[name]`; the
-    kernel's caller must pass exactly these."""
+    """Names of the aux tensors the program reads, as `self.aux[name]` (in
+    hooks, and in workers where a variant needs one outside the scores); the
+    kernel's caller must pass exactly these. In CUDA they are the AuxArgs
+    slots `p.aux.t[i]`, in the order the spec's make_aux returns them."""
 
     causal: bool = False
     """Config of the reference programs: the default mask_mod is q_idx >= kv_idx

@@ -124,7 +124,9 @@ class KernelBase(HookDefaults):
     `q`, `k`, `v`, `o` (Global, [B, H, S, D] layouts of cubridge.attention),
     `lse` (Global [B, Hq, Sq] fp32), `scale` (float), `batch`, `heads_q`,
     `heads_kv`, `seqlen_q`, `seqlen_k`, `head_dim`, `head_dim_v`, `dtype`
-    (operand dtype) and `aux` (dict of aux tensors, read only by hooks).
+    (operand dtype) and `aux` (dict of the aux tensors named in `aux_names`,
+    read as `self.aux[name]`: by hooks, and by workers where a variant needs
+    one outside the scores, e.g. a per-head logit scale or sink logit).
     Scores out of the QK^T gemm are unscaled: multiply them by `scale` (or
     fold it into the exp2 argument) before the hooks and the normaliser.
     """

@@ -105,17 +105,21 @@ class Buffer:
 
 class Tile:
     """A view of a buffer: a whole (unstaged) buffer, one stage, or a row range
-    of either. `tile[s]` selects stage s of a staged buffer; `tile.rows(r0, n)`
-    selects rows r0..r0+n-1 of the first tile dimension. Attributes: `shape`
+    and/or column range of either. `tile[s]` selects stage s of a staged buffer;
+    `tile.rows(r0, n)` selects rows r0..r0+n-1 of the first tile dimension and
+    `tile.cols(c0, n)` columns c0..c0+n-1 of the last. Attributes: `shape`
     (of one stage), `dtype`, `space`, `nbytes` (bytes of this view, what a
     copy of it transfers). Programs never touch a tile's data directly: they
     move it with copy / copy_async / load / store and compute on it with gemm."""
 
-    def __init__(self, buffer: Buffer, stage: int | None, row0: int, nrows: int):
+    def __init__(self, buffer: Buffer, stage: int | None, row0: int, nrows: int,
+                 col0: int = 0, ncols: int | None = None):
         self.buffer = buffer
         self.stage = stage
         self.row0 = row0
         self.nrows = nrows
+        self.col0 = col0
+        self.ncols = ncols  # None: every column of the last dimension
 
     def __getitem__(self, stage: int) -> Tile:
         b = self.buffer
@@ -126,7 +130,7 @@ class Tile:
         if not isinstance(stage, int) or not 0 <= stage < b.stages:
             raise ProgramError(f"stage {stage!r} out of range for {b.name} with {b.stages} "
                                "stages")
-        return Tile(b, stage, self.row0, self.nrows)
+        return Tile(b, stage, self.row0, self.nrows, self.col0, self.ncols)
 
     def rows(self, start: int, count: int) -> Tile:
         """Rows start..start+count-1 of this view (e.g. one consumer's share of a
@@ -135,7 +139,27 @@ class Tile:
         if start < 0 or count <= 0 or start + count > self.nrows:
             raise ProgramError(f"rows({start}, {count}) out of range for {self} "
                                f"with {self.nrows} rows")
-        return Tile(self.buffer, self.stage, self.row0 + start, count)
+        return Tile(self.buffer, self.stage, self.row0 + start, count, self.col0, self.ncols)
+
+    def cols(self, start: int, count: int) -> Tile:
+        """Columns start..start+count-1 of the last dimension of this view (e.g.
+        one half of the head dim of a Q or K tile, as differential attention or
+        MLA's rotary part read it). A gemm takes such a view as an operand (a
+        k-range of the product). Hazards are tracked per row range: a column
+        view conflicts with every access to its rows."""
+        if len(self.buffer.shape) < 2:
+            raise ProgramError(f"cols() needs a tile with at least two dimensions; {self} has "
+                               f"shape {self.shape}")
+        width = self.shape[-1]
+        if start < 0 or count <= 0 or start + count > width:
+            raise ProgramError(f"cols({start}, {count}) out of range for {self} "
+                               f"with {width} columns")
+        return Tile(self.buffer, self.stage, self.row0, self.nrows, self.col0 + start, count)
+
+    @property
+    def partial_cols(self) -> bool:
+        """Whether the view covers only some columns (its writes cover no row whole)."""
+        return self.ncols is not None and self.ncols != self.buffer.shape[-1]
 
     @property
     def space(self) -> Space:
@@ -147,7 +171,10 @@ class Tile:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (self.nrows, *self.buffer.shape[1:])
+        rest = self.buffer.shape[1:]
+        if self.ncols is not None and rest:
+            rest = (*rest[:-1], self.ncols)
+        return (self.nrows, *rest)
 
     @property
     def nbytes(self) -> int:
@@ -165,8 +192,12 @@ class Tile:
         if self.stage is not None:
             d = d[self.stage]
         if self.buffer.stages is not None and self.stage is None:
-            return d[:, self.row0:self.row0 + self.nrows]
-        return d[self.row0:self.row0 + self.nrows]
+            d = d[:, self.row0:self.row0 + self.nrows]
+        else:
+            d = d[self.row0:self.row0 + self.nrows]
+        if self.ncols is not None:
+            d = d[..., self.col0:self.col0 + self.ncols]
+        return d
 
     def spans(self) -> list[Region]:
         if self.stage is not None:
@@ -179,6 +210,8 @@ class Tile:
             s += f"[{self.stage}]"
         if self.nrows != (self.buffer.shape[0] if self.buffer.shape else 1) or self.row0:
             s += f".rows({self.row0}, {self.nrows})"
+        if self.partial_cols:
+            s += f".cols({self.col0}, {self.ncols})"
         return s
 
     __str__ = __repr__
@@ -280,8 +313,9 @@ def record_write(tile: Tile, w: Worker, loc: SourceLoc, *, needs_sync: bool) -> 
         return
     lo, hi = tile.row0, tile.row0 + tile.nrows
     for reg in tile.spans():
-        reg.writes = [a for a in reg.writes if not (lo <= a.lo and a.hi <= hi)]
-        reg.reads = [a for a in reg.reads if not (lo <= a.lo and a.hi <= hi)]
+        if not tile.partial_cols:  # a write of some columns leaves the rows' other writes
+            reg.writes = [a for a in reg.writes if not (lo <= a.lo and a.hi <= hi)]
+            reg.reads = [a for a in reg.reads if not (lo <= a.lo and a.hi <= hi)]
         reg.writes.append(Access(w, w.epoch, w.sync_epoch, lo, hi, loc, needs_sync))
 
 

@@ -308,6 +308,12 @@ class LibraryKernel:
                 return f"normaliser {normalizer} not supported"
         return ""
 
+    @property
+    def takes_head_dim_v(self) -> bool:
+        """Whether the source takes a V head dim apart from QK's (a head_dim_v
+        macro in metadata.json's "defines")."""
+        return "head_dim_v" in self.metadata.defines
+
     # -- compilation ------------------------------------------------------------------
 
     def compile_defines(self, head_dim: int, dtype: torch.dtype, config: Any = None, *,
@@ -433,16 +439,12 @@ class LibraryKernel:
         elementwise normalisers. `aux` tensors go to the hooks in order
         (AuxArgs.t[0..]). With `out`/`lse` given the kernel writes into them
         (eager only); otherwise it runs as the torch op."""
-        meta = self.metadata
         aux_list = list(aux.values()) if isinstance(aux, Mapping) else list(aux)
-        check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux_list, what=self.name)
+        _check_inputs(self, q, k, v, aux_list)
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"{self.name}: scale must be a positive finite number, got {scale}")
-        device = require_cuda_device(q.device)
-        kernel = self.launchable(q.shape[3], q.dtype, device_arch(device), causal=causal,
-                                 hooks_header=hooks_header, source=source)
-        key = register(kernel)
+        kernel, key, softmax = _registered_launchable(self, q, causal, hooks_header, source)
         if out is None and lse is None:
             out, lse = torch.ops.cubridge.attention_fwd(q, k, v, aux_list, scale, key)
         else:
@@ -451,10 +453,32 @@ class LibraryKernel:
             lse = q.new_empty((b, hq, sq), dtype=torch.float32) if lse is None else lse
             _check_outputs(self.name, q, v, out, lse)
             kernel.run(q, k, v, scale, aux_list, out, lse)
-        return out, (lse if kernel.normalizer(device) == "softmax" else None)
+        return out, (lse if softmax else None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.directory})"
+
+
+# Eager even under torch.compile (graph breaks): the checks read data pointers,
+# and the build is compiled (nvcc, the cache) and registered with the op here; a
+# registration traced by Dynamo would only take effect after the graph that
+# launches it had run.
+@torch.compiler.disable
+def _check_inputs(kernel: LibraryKernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  aux: list[torch.Tensor]) -> None:
+    meta = kernel.metadata
+    check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux, what=kernel.name)
+
+
+@torch.compiler.disable
+def _registered_launchable(kernel: LibraryKernel, q: torch.Tensor, causal: bool,
+                           hooks_header: str | None, source: str | None
+                           ) -> tuple[AttentionKernel, str, bool]:
+    """The build for q, its op key, and whether it writes an LSE."""
+    device = require_cuda_device(q.device)
+    built = kernel.launchable(q.shape[3], q.dtype, device_arch(device), causal=causal,
+                              hooks_header=hooks_header, source=source)
+    return built, register(built), built.normalizer(device) == "softmax"
 
 
 @functools.cache
@@ -593,6 +617,12 @@ def select_kernel(arch: str | None = None, head_dim: int | None = None,
         if not candidate.unsupported(arch=arch, head_dim=head_dim, head_dim_v=head_dim_v,
                                      dtype=dtype, normalizer=normalizer):
             return candidate
+    if head_dim_v is not None and head_dim_v != head_dim:
+        # A V head dim of its own (MLA's 192/128) is a change only an entry whose
+        # source takes it as a macro can be edited into.
+        for candidate in order:
+            if candidate.takes_head_dim_v and not candidate.unsupported(arch=arch):
+                return candidate
     for candidate in order:
         if not candidate.unsupported(arch=arch):
             return candidate
@@ -604,8 +634,49 @@ def select_for_spec(spec: Any, arch: str | None = None,
                     kernel: str | LibraryKernel | None = None) -> LibraryKernel:
     """`select_kernel` for a spec: its first head config, first dtype and normaliser."""
     cfg = spec.configs[0]
-    return select_kernel(arch, cfg.d, spec.dtypes[0] if spec.dtypes else None, spec.normalizer,
-                         head_dim_v=cfg.head_dim_v, kernel=kernel)
+    chosen = select_kernel(arch, cfg.d, spec.dtypes[0] if spec.dtypes else None,
+                           spec.normalizer, head_dim_v=cfg.head_dim_v, kernel=kernel)
+    split = sorted({(c.d, c.head_dim_v) for c in spec.configs if c.head_dim_v != c.d})
+    if kernel and split and not chosen.takes_head_dim_v:
+        others = [k.name for k in list_kernels() if k.takes_head_dim_v
+                  and not k.unsupported(arch=arch)]
+        raise ValueError(
+            f"{chosen.name} cannot serve {spec.name}: its QK and V head dims differ "
+            f"({', '.join(f'{d}/{dv}' for d, dv in split)}) and {chosen.name}'s source has no "
+            "separate V head dim (no head_dim_v macro), so no edit of it can build the "
+            f"variant; use {' or '.join(others) or 'an entry that has one'} (leave --kernel "
+            "out to select it)")
+    return chosen
+
+
+def selection_reason(spec: Any, arch: str | None, chosen: LibraryKernel,
+                     override: str | LibraryKernel | None = None) -> str:
+    """Why `chosen` serves `spec` on `arch`, naming each entry passed over."""
+    if override:
+        return f"{chosen.name}: --kernel override"
+    cfg = spec.configs[0]
+    dtype = spec.dtypes[0] if spec.dtypes else None
+    passed = []
+    for k in list_kernels():
+        if k is chosen:
+            continue
+        why = k.unsupported(arch=arch, head_dim=cfg.d, head_dim_v=cfg.head_dim_v, dtype=dtype,
+                            normalizer=spec.normalizer)
+        if why and cfg.head_dim_v != cfg.d and not k.takes_head_dim_v:
+            why += (f"; {k.name} has no separate V head dim (its source has no head_dim_v "
+                    "macro), so it cannot be edited into this variant")
+        if why and (arch is None or not k.unsupported(arch=arch)):
+            passed.append(f"{k.name} not used: {why}")
+        elif not why and k.metadata.priority > chosen.metadata.priority:
+            passed.append(f"{k.name} not used")
+    fits = not chosen.unsupported(arch=arch, head_dim=cfg.d, head_dim_v=cfg.head_dim_v,
+                                  dtype=dtype, normalizer=spec.normalizer)
+    how = ("supports the spec's head dims, dtype and normaliser" if fits else
+           f"takes a V head dim apart from QK's ({chosen.metadata.defines['head_dim_v']}), the "
+           "nearest the LLM path can edit" if chosen.takes_head_dim_v and cfg.head_dim_v != cfg.d
+           else "the entry for this arch the LLM path can edit")
+    where = f" on {arch}" if arch else ""
+    return "; ".join([f"{chosen.name}{where}: {how}", *passed])
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,

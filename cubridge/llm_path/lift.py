@@ -1,7 +1,8 @@
 """The LLM lift stage: an expert CUDA kernel -> its CuIR program, with the
 IR-method <-> CUDA-line correspondence.
 
-The prompt (templates stage_system + lift) carries the CuIR manual, the
+The prompt (templates stage_system + lift) carries the CuIR reference, the
+attention base class programs derive from, the
 numbered kernel source, the spec of what it computes and the three steps
 (annotate intrinsics, map regions to workers, lift each region recording the
 correspondence). A reply must hold the program (```python) and the
@@ -13,11 +14,13 @@ Artifacts: RUN/lifted_cuir.py, RUN/correspondence.json, RUN/verify_ir.txt.
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cubridge.ir import attention, docgen
 from cubridge.llm import LLMClient, code_block
 from cubridge.llm.sandbox import check_source
 from cubridge.llm_path.correspondence import check_correspondence, parse_correspondence
@@ -68,7 +71,9 @@ def _tile_config(kernel_cu: Path) -> str:
 def lift_messages(kernel_cu: Path, spec_path: Path):  # noqa: ANN201
     source = Path(kernel_cu).read_text()
     return stage_messages(
-        "lift", spec_source=Path(spec_path).read_text().rstrip(), config=_tile_config(kernel_cu),
+        "lift", system_vars={"manual": docgen.render_reference()},
+        base_class=inspect.getsource(attention).rstrip(),
+        spec_source=Path(spec_path).read_text().rstrip(), config=_tile_config(kernel_cu),
         kernel_name=Path(kernel_cu).name, kernel_lines=str(len(source.splitlines())),
         kernel_source=numbered(source))
 

@@ -1,31 +1,24 @@
 """Building the stages' prompts from the template files beside them
-(cubridge/llm_path/prompts/)."""
+(cubridge/llm_path/prompts/): a system prompt per kind of stage (CuIR-writing
+stages get the parts of the CuIR manual their program uses; the lowering gets
+none) and the stage's task."""
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
+from collections.abc import Mapping
 
-from cubridge.ir import docgen
 from cubridge.llm import Message, number_lines, system, user
 from cubridge.llm.templates import load_template, render
 
 PROMPTS_PACKAGE = "cubridge.llm_path"
-_REPO_MANUAL = Path(__file__).resolve().parents[2] / "docs" / "cuir.md"
 
 
-@functools.cache
-def cuir_manual() -> str:
-    """docs/cuir.md (generated from the CuIR docstrings); regenerated when the
-    package runs outside its checkout."""
-    if _REPO_MANUAL.is_file():
-        return _REPO_MANUAL.read_text()
-    return docgen.render()
-
-
-def stage_messages(template: str, **variables: str) -> list[Message]:
-    """The system prompt (role, rules, the CuIR manual) and the stage's task."""
-    return [system(render("stage_system", PROMPTS_PACKAGE, manual=cuir_manual())),
+def stage_messages(template: str, system_template: str = "stage_system",
+                   system_vars: Mapping[str, str] | None = None, **variables: str
+                   ) -> list[Message]:
+    """The system prompt (`system_template` with `system_vars`) and the
+    stage's task (`template` with `variables`)."""
+    return [system(render(system_template, PROMPTS_PACKAGE, **dict(system_vars or {}))),
             user(render(template, PROMPTS_PACKAGE, **variables))]
 
 

@@ -1,8 +1,10 @@
 """The LLM transfer stage: source CuIR + the user's spec -> target CuIR.
 
-The prompt (templates stage_system + transfer) carries the CuIR manual, the
-source program and spec, the user's spec and the two-phase instructions
-(semantic alignment, then performance-aware transformation). Every reply is
+The prompt (templates stage_system + transfer) carries the CuIR reference
+(in full for what the source program uses), the source program and its base
+class, the user's spec with its aux tensors and the spec helpers it calls,
+and the two-phase instructions (semantic alignment, then performance-aware
+transformation). Every reply is
 parsed (its last ```python block), checked statically, executed in the
 sandbox against the user's spec; a failure goes back as the precise error.
 The verified program is written to RUN/target_cuir.py with its verification
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from cubridge.kernels import LibraryKernel
 from cubridge.llm import LLMClient
+from cubridge.llm_path.context import aux_table, base_classes, helpers_used, manual_for
 from cubridge.llm_path.messages import stage_messages
 from cubridge.llm_path.programs import IR_FILENAME, VerifiedProgram, program_from_reply
 from cubridge.llm_path.sampling import best_of_k
@@ -36,12 +39,24 @@ class TransferResult:
 
 
 def transfer_messages(spec_path: Path, kernel: LibraryKernel):  # noqa: ANN201
+    """The system prompt (rules, the CuIR reference with what the source program
+    uses in full) and the task: the user's spec with its aux tensors and the
+    spec helpers it calls, the source program once and the base class it
+    derives from."""
     spec = load(spec_path)
+    source_ir = kernel.cuir_path.read_text().rstrip()
+    bases = base_classes(source_ir)
+    base_text = "\n\n".join(
+        "The base class the source program derives from (importable as it is):\n\n"
+        f"```python\n{b.rstrip()}\n```" for b in bases)
+    source_spec = kernel.spec()
     return stage_messages(
-        "transfer", kernel_name=kernel.name, arch=kernel.metadata.device_note,
+        "transfer", system_vars={"manual": manual_for([source_ir, *bases])},
+        kernel_name=kernel.name, arch=kernel.metadata.device_note,
         spec_name=spec.name, spec_source=Path(spec_path).read_text().rstrip(),
-        source_spec=kernel.spec_path.read_text().rstrip(),
-        source_ir=kernel.cuir_path.read_text().rstrip())
+        source_spec=source_spec.description, aux=aux_table(spec, cuda=False),
+        helpers=helpers_used(Path(spec_path).read_text()) or "# (none)",
+        source_ir=source_ir, base_classes=base_text)
 
 
 def transfer(spec_path: Path, client: LLMClient, run_dir: RunDir,

@@ -42,6 +42,7 @@ from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.ir import attention_fn
 from cubridge.kernels import LibraryKernel, select_for_spec
+from cubridge.kernels.library import selection_reason
 from cubridge.llm import LLMClient, LLMConfig, LLMError, load_config
 from cubridge.llm_path import StageFailed, StageSettings
 from cubridge.llm_path import lower as llm_lower
@@ -267,11 +268,14 @@ def _load_and_route(ctx: _Run, route: Route) -> None:
                        f"configs {[c.name for c in spec.configs]}, dtypes "
                        f"{[str(d).removeprefix('torch.') for d in spec.dtypes]}")
 
+    kernel_reason = selection_reason(spec, ctx.arch, ctx.kernel, ctx.opts.kernel)
+
     def route_stage(rec: StageRecord) -> None:
-        run_dir.write(PLAN_FILE, json.dumps(route.to_json(), indent=1))
+        run_dir.write(PLAN_FILE, json.dumps({**route.to_json(), "kernel_reason": kernel_reason},
+                                            indent=1))
         rec.artifacts.append(PLAN_FILE)
         rec.data["path"] = route.path
-        rec.summary = f"{route} -> {PLAN_FILE}"
+        rec.summary = f"{route} -> {PLAN_FILE}; kernel {kernel_reason}"
 
     run_dir.run_stage("load", ctx.base, load_stage)
     run_dir.run_stage("route", ctx.base, route_stage)

@@ -49,6 +49,19 @@ def test_cache_key_covers_source_hooks_defines_and_arch(tmp_path):
     assert "Used" in first.log
 
 
+def test_a_partial_cache_entry_is_built_again(tmp_path):
+    """A cache folder that lost its ptxas report (a copy or clean-up cut short)
+    is a miss, not a FileNotFoundError at load time."""
+    build = lambda: compile_cuda(SCALE_KERNEL, cache_dir=tmp_path, arch="sm_80",
+                                 hooks_header=HOOKS, defines={"FACTOR": 2})
+    first = build()
+    (first.directory / "resources.json").unlink()
+    again = build()
+    assert not again.from_cache and again.key == first.key
+    assert again.resources_of("scale").registers > 0
+    assert build().from_cache
+
+
 def test_compile_errors_name_file_and_line(tmp_path):
     bad = SCALE_KERNEL.replace("x[i] =", "undefined_thing; x[i] =")
     with pytest.raises(CompileError) as info:

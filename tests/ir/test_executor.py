@@ -269,3 +269,52 @@ def test_errors_from_tile_views_name_the_line_and_worker() -> None:
     msg = str(info.value)
     assert "has no stages" in msg and "worker consumer" in msg
     assert _line(BadStage.consumer, "self.load(self.buf[1])") in msg
+
+
+def test_column_view_of_a_tile_splits_the_head_dim():
+    """Tile.cols: a gemm over half of D is the product of the halves (what
+    differential attention and MLA's rotary part read)."""
+    import torch
+
+    from cubridge.ir import RMEM, SMEM, KernelBase, execute
+    from cubridge.ir import tile_math as tm
+
+    class HalfScores(KernelBase):
+        def grid(self):
+            return (1, 1, 1)
+
+        def run(self, *_):
+            self.q_s = self.alloc(SMEM, (16, 32), self.dtype)
+            self.k_s = self.alloc(SMEM, (16, 32), self.dtype)
+            self.bind(self.work, warps=1)
+
+        def work(self):
+            self.copy(self.q_s, self.q.tile(0, 0, start=0, rows=16))
+            self.copy(self.k_s, self.k.tile(0, 0, start=0, rows=16))
+            self.sync_threads()
+            s = self.alloc(RMEM, (16, 16), torch.float32)
+            self.gemm(self.q_s.cols(16, 16), self.k_s.cols(16, 16), s, trans_b=True,
+                      accumulate=False)
+            assert self.q_s.cols(16, 16).shape == (16, 16)
+            o = self.alloc(RMEM, (16, 32), torch.float32)
+            self.store(o, tm.full((16, 32), 0.0))
+            out = torch.zeros(16, 32)
+            out[:, :16] = self.load(s)
+            self.copy(self.o.tile(0, 0, start=0, rows=16), tm.convert(out, self.dtype))
+            self.copy(self.lse.tile(0, 0, start=0, rows=16), tm.full((16,), 0.0))
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 16, 32, generator=g).to(torch.bfloat16) for _ in range(3))
+    out, _ = execute(HalfScores(), q, k, v)
+    want = q[0, 0, :, 16:].float() @ k[0, 0, :, 16:].float().T
+    assert torch.allclose(out[0, 0, :, :16].float(), want.to(torch.bfloat16).float())
+
+    class OutOfRange(HalfScores):
+        def work(self):
+            self.q_s.cols(24, 16)
+
+    import pytest
+
+    from cubridge.ir.errors import ProgramError
+    with pytest.raises(ProgramError, match=r"cols\(24, 16\) out of range .* with 32 columns"):
+        execute(OutOfRange(), q, k, v)

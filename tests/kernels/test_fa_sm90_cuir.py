@@ -15,7 +15,7 @@ from kernel_helpers import reference_attention, rel_error, tolerance
 from cubridge.ir import POLICIES, BlockKind, attention_fn, execute
 from cubridge.ir.scheduler import current_worker
 from cubridge.kernels import KERNELS_DIR, get_kernel
-from cubridge.kernels.fa_sm90.cuir import RESCALE_THRESHOLD, FaSm90
+from cubridge.kernels.fa_sm90.cuir import RESCALE_THRESHOLD, BlockInfo, FaSm90
 from cubridge.kernels.fa_sm90.launch import schedule_section
 
 LSE_TOL = 1e-3
@@ -125,10 +125,17 @@ def test_key_walk_runs_from_the_diagonal_down_and_skips_empty_blocks():
     kernel = _bind(FaSm90(causal=True, block_n=64), 1, 1, 1, 512, 512)
     assert [n for n, _ in kernel.key_walk(0, 0, 2)] == [5, 4, 3, 2, 1, 0]
     assert kernel.key_walk(0, 0, 2)[0][1] is BlockKind.PARTIAL
-    # per consumer: block 5 is EMPTY for consumer 0's rows 256..319 (keys 320..383)
-    assert kernel.consumer_block(0, 0, 256, 5) == (BlockKind.PARTIAL, True)
-    assert kernel.consumer_block(0, 0, 320, 5) == (BlockKind.PARTIAL, False)
-    assert kernel.consumer_block(0, 0, 320, 2) == (BlockKind.FULL, False)
+    # per consumer (the producer classifies, the consumer masks by it): block 5 is
+    # EMPTY for consumer 0's rows 256..319 (keys 320..383)
+    def consumer_view(row0, n):
+        info = BlockInfo(n, False, kernel.consumer_kind(0, 0, row0, n))
+        return kernel.consumer_block(row0, info)
+
+    assert kernel.consumer_kind(0, 0, 256, 5) is BlockKind.EMPTY
+    assert consumer_view(256, 5) == (BlockKind.PARTIAL, True)
+    assert consumer_view(320, 5) == (BlockKind.PARTIAL, False)
+    assert consumer_view(320, 2) == (BlockKind.FULL, False)
+    assert kernel.consumer_kind(0, 0, 576, 0) is BlockKind.EMPTY  # rows past Sq
 
 
 # -- the order of operations -------------------------------------------------------------
@@ -313,7 +320,7 @@ def test_hook_variant_with_blocks_empty_for_one_consumer():
     kernel = _bind(WindowAlibi(block_n=64), 1, 2, 1, 400, 400)
     # the CTA of rows 128..255 visits key block 0, EMPTY for its second consumer's rows
     assert 0 in [n for n, _ in kernel.key_walk(0, 0, 1)]
-    assert kernel.consumer_block(0, 0, 192, 0)[1]
+    assert kernel.consumer_kind(0, 0, 192, 0) is BlockKind.EMPTY
     out, lse = attention_fn(WindowAlibi, policy="all", block_n=64, num_sms=2)(q, k, v,
                                                                              slopes=slopes)
     ref, ref_lse = reference_attention(

@@ -86,6 +86,13 @@ def _openai_body(model: str, text: str, prompt: str) -> dict[str, Any]:
     }
 
 
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text of its content blocks."""
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
 def _anthropic_body(model: str, text: str, prompt: str) -> dict[str, Any]:
     return {
         "id": "msg_fake",
@@ -125,8 +132,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(step.status, payload, step.retry_after)
                 return
             messages = body.get("messages", [])
-            prompt = (body.get("system") or "") + "".join(
-                m["content"] if isinstance(m["content"], str) else "" for m in messages
+            prompt = _text(body.get("system") or "") + "".join(
+                _text(m["content"]) for m in messages
             )
             make = _anthropic_body if anthropic else _openai_body
             self._send(200, make(body.get("model", "fake"), step.text or "", prompt), None)

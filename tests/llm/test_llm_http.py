@@ -41,8 +41,12 @@ def test_correct_reply_through_the_client_library(kind, llm_server, tmp_path):
         assert sent["path"] == "/v1/messages"
         headers = sent["headers"]  # library versions differ in where the key goes
         assert SECRET in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
-        assert body["system"] == "You are an expert."  # the Messages API takes it apart
-        assert body["messages"] == [{"role": "user", "content": "Lift this kernel."}]
+        # The Messages API takes the system prompt apart; it and the last turn are
+        # cache breakpoints (a feedback round reads the conversation from cache).
+        assert body["system"] == [{"type": "text", "text": "You are an expert.",
+                                   "cache_control": {"type": "ephemeral"}}]
+        assert body["messages"] == [{"role": "user", "content": [
+            {"type": "text", "text": "Lift this kernel.", "cache_control": {"type": "ephemeral"}}]}]
         assert body["stop_sequences"] == ["STOP"]
     # The exchange is on disk as JSON and markdown, and reads back equal.
     [recorded] = list(read_exchanges(tmp_path))

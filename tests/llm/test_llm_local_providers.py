@@ -20,6 +20,7 @@ from cubridge.llm import (
     RetriesExhausted,
     RetryPolicy,
     Usage,
+    assistant,
     load_config,
     read_exchanges,
     record_fixture,
@@ -99,6 +100,24 @@ def test_manual_provider_waits_for_the_reply_file(tmp_path):
         f"[manual llm] prompt: {prompt_path}",
         f"[manual llm] waiting for the reply in: {reply_path}",
     ]
+
+
+def test_manual_provider_feedback_round_shows_only_the_new_turns(tmp_path):
+    """A feedback round is a turn of the same conversation: its prompt file
+    names the earlier one and holds only the rejected reply and the feedback."""
+    provider = ManualProvider(tmp_path, poll_s=0.02, timeout_s=0.1, announce=lambda _: None)
+    first = Request.of([system("rules " * 500), user("the long task " * 500)])
+    first_prompt, first_reply = provider.paths(first)
+    first_reply.write_text("a wrong answer")
+    assert provider.complete(first).text == "a wrong answer"
+    second = Request.of([*first.messages, assistant("a wrong answer"), user("fix line 3")])
+    second_prompt, second_reply = provider.paths(second)
+    second_reply.write_text("a right answer")
+    assert provider.complete(second).text == "a right answer"
+    text = second_prompt.read_text()
+    assert f"continues the conversation of {first_prompt.name}" in text
+    assert "fix line 3" in text and "a wrong answer" in text and "the long task" not in text
+    assert len(text) < len(first_prompt.read_text()) / 10
 
 
 def test_manual_provider_timeout_then_resume(tmp_path):

@@ -54,7 +54,8 @@ def test_malformed_replies_are_fed_back_until_one_passes(kind, llm_server, tmp_p
             "role": "assistant",
             "content": [NO_BLOCK, INVALID, FORBIDDEN, ENDLESS][k],
         }
-        assert errors[k] in sent[-1]["content"]
+        last = sent[-1]["content"]  # anthropic: text blocks, the last a cache breakpoint
+        assert errors[k] in (last if isinstance(last, str) else last[0]["text"])
 
     # The transcript holds every round with its verification outcome.
     recorded = sorted(read_exchanges(tmp_path), key=lambda e: e.seq)

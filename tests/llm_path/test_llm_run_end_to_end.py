@@ -14,7 +14,7 @@ from stage_fixtures import FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.kernels import get_kernel
 from cubridge.llm import Request, code_block, record_fixture
-from cubridge.llm_path.lower import builds_for, describe_target, lower_messages
+from cubridge.llm_path.lower import lowering_inputs
 from cubridge.llm_path.settings import StageSettings
 from cubridge.llm_path.transfer import transfer_messages
 from cubridge.pipeline.run import RunOptions, run
@@ -24,8 +24,6 @@ SETTINGS = StageSettings(ir_sizes=((1, 65, 129),), seed=3)
 
 
 def _replayed_cosine_run(tmp_path, monkeypatch, **options):
-    from cubridge.spec import load
-
     spec_path, fixtures, out = SPECS / "cosine.py", tmp_path / "fixtures", tmp_path / "run"
     lib = get_kernel("fa_sm80")
     record_fixture(fixtures, "transfer", Request.of(
@@ -35,10 +33,8 @@ def _replayed_cosine_run(tmp_path, monkeypatch, **options):
     out.mkdir()
     target = out / "target_cuir.py"
     target.write_text(code_block(fixture_reply("transfer_cosine.md"), "python"))
-    description = describe_target(target, lib, SETTINGS)
-    builds = builds_for(load(spec_path), lib, description["config"])
     record_fixture(fixtures, "lower", Request.of(
-        lower_messages(target, lib, spec_path, "sm_90a", description, builds, None),
+        lowering_inputs(target, lib, spec_path, "sm_90a", SETTINGS).messages,
         temperature=None, max_tokens=8192, stop=None, sample=0),
         fixture_reply("lower_cosine.md"), label=FIXTURE_LABEL)
     monkeypatch.setenv("CUBRIDGE_LLM_PROVIDER", "replay")

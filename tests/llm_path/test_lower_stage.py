@@ -13,12 +13,10 @@ import torch
 from llm_fakes import make_client
 from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
 
-from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels import get_kernel
 from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
-from cubridge.llm_path.lower import builds_for, describe_target, lower, lower_messages
+from cubridge.llm_path.lower import describe_target, lower, lowering_inputs
 from cubridge.rundir import RunDir
-from cubridge.spec import load
 
 pytestmark = pytest.mark.nvcc
 
@@ -61,15 +59,22 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
     # The compiler's words went back to the model after its reply.
     sent = llm_server.requests[1]["body"]["messages"]
     assert sent[-2]["content"] == BROKEN and errors[0] in sent[-1]["content"]
-    # The first prompt: IR diff, correspondence fallback, edit format, numbered source.
-    prompt = llm_server.requests[0]["body"]["messages"][1]["content"]
+    # The first prompt: IR diff, the recorded correspondence, the aux slots and the
+    # ABI, the register budget, the edit format and the mapped source regions; no
+    # CuIR manual.
+    system, prompt = (m["content"] for m in llm_server.requests[0]["body"]["messages"])
+    assert "CuIR reference" not in system and "CuIR reference" not in prompt
     assert "diff FaSm80 -> FaSm80Cosine" in prompt and "@@@ replace" in prompt
-    assert "CUBRIDGE_HEAD_DIM=128" in prompt
+    assert "CUBRIDGE_HEAD_DIM=128" in prompt and "struct AuxArgs" in prompt
+    assert "`aux_load<float>(p.aux, 0, i0)`" in prompt
+    assert "| attention | 129-222, 392-674 |" in prompt
+    assert "the unmodified fa_sm80 uses" in prompt and "may spill at most" in prompt
 
     assert "// lowered by cubridge (test reply)" in result.source.read_text()
     meta = json.loads((tmp_path / "lower.json").read_text())
     res = meta["resources"]["D128_Dv128"]
-    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= meta["spill_budgets"][
+        "D128_Dv128"]
     if not torch.cuda.is_available():
         assert meta["verification"].startswith("compile-only")
         assert "not run or verified" in result.record.summary
@@ -88,8 +93,8 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker
     target.write_text(code_block(fixture_reply(f"transfer_{variant}.md"), "python"))
     lib, spec_path = get_kernel("fa_sm80"), SPECS / f"{variant}.py"
     description = describe_target(target, lib, FAST)
-    builds = builds_for(load(spec_path), lib, description["config"])
-    messages = lower_messages(target, lib, spec_path, "sm_90a", description, builds, None)
+    messages = lowering_inputs(target, lib, spec_path, "sm_90a", FAST,
+                               description=description).messages
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
     record_fixture(fixtures, "lower", Request.of(messages, temperature=None, max_tokens=8192,
                                                  stop=None, sample=0),
@@ -102,6 +107,6 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker
     assert marker in result.source.read_text()
     meta = json.loads((run / "lower.json").read_text())
     res = meta["resources"][build]
-    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= SPILL_BUDGET_BYTES
+    assert res["spill_store_bytes"] + res["spill_load_bytes"] <= meta["spill_budgets"][build]
     (exchange,) = read_exchanges(run)
     assert FIXTURE_LABEL in exchange.label and exchange.verification["ok"]

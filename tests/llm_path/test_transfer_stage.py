@@ -60,11 +60,14 @@ def test_openai_retries_rejects_feeds_back_then_verifies(llm_server, tmp_path):
         sent = _sent(llm_server, k + 3)
         assert sent[-2]["content"] == rejected
         assert errors[k] in sent[-1]["content"]
-    # The first prompt is built from the templates: manual, source IR, both specs.
+    # The first prompt is built from the templates: the CuIR reference, the source
+    # program once (with its base class), the spec, its aux and helpers.
     first = _sent(llm_server, 0)
-    assert "# The CuIR manual" in first[0]["content"]
-    assert "Semantic alignment" in first[1]["content"] and "class FaSm80" in first[1]["content"]
-    assert "logit_scale" in first[1]["content"]
+    assert "# CuIR reference" in first[0]["content"]
+    task = first[1]["content"]
+    assert "Semantic alignment" in task and task.count("class FaSm80(") == 1
+    assert "class AttentionKernelBase" in task and "def expand_kv" in task
+    assert "| 0 | `logit_scale` | [Hq] | float32 |" in task
 
     assert result.target.read_text().startswith('"""Target CuIR: fa_sm80 transferred to cosine')
     assert "6/6 cases pass" in (tmp_path / "verify_ir.txt").read_text()

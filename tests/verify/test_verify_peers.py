@@ -16,7 +16,8 @@ SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
 SPECS = sorted(p.stem for p in SPEC_DIR.glob("*.py"))
 ELEMENTWISE = {"relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid"}
 NOT_ADDITIVE = {"softcap_causal"}  # a softcap is not a bias: SDPA cannot take it
-NO_MODS = {"cosine", "mla"}  # references beyond what mods describe
+NO_MODS = {"cosine", "mla", "learnable_sink", "softmax_one", "gated_output",
+           "differential"}  # references beyond what mods describe
 
 
 def shapes_for(spec) -> list[Shape]:

@@ -6,10 +6,13 @@ A persistent grid of min(tiles, num_sms) CTAs; CTA c runs the tiles c, c + grid,
 (launch.schedule_section, three waves when the hooks mask), query blocks
 last-first inside a section. A CTA has 1 + block_m / 64 warpgroups:
 
-- producer (warpgroup 0; one thread in the CUDA): per tile, Q into Q buffer
-  iter % 2 (q_full / q_empty), then for each visited key block (kv_block_range
-  walked from hi - 1 down to lo, blocks EMPTY for the CTA's rows skipped) K then
-  V into the ring of `stages` slots (k_full / k_empty, v_full / v_empty);
+- producer (warpgroup 0; one warp in the CUDA, lane 0 issuing): per tile,
+  whether it visits any key block and Q into Q buffer iter % 2 (q_full /
+  q_empty), then for each visited key block (kv_block_range walked from hi - 1
+  down to lo, blocks EMPTY for the CTA's rows skipped) its BlockInfo (index,
+  last-of-tile flag, kind for each consumer's 64 rows) with K, then V, into the
+  ring of `stages` slots (k_full / k_empty, v_full / v_empty). The producer
+  evaluates every block hook; the consumers read its classification;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
   CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
   first block (release K, logits, softmax, P); per further block: take the mma
@@ -20,10 +23,11 @@ last-first inside a section. A CTA has 1 + block_m / 64 warpgroups:
   tile's first S under one token hold, epilogue, wait_group(0) for that S.
 
 Softmax in exp2 with the lazy rescale: a row max moves only when a block raises
-it by more than RESCALE_THRESHOLD (CUBRIDGE_RESCALE_THRESHOLD, log2 units). Each
-consumer classifies a block for its own 64 rows: tail blocks and PARTIAL ones
-(with a mask_mod) are masked, a block EMPTY for its rows but visited by the
-CTA is masked whole. The variant enters through the hooks only (docs/hooks.md).
+it by more than RESCALE_THRESHOLD (CUBRIDGE_RESCALE_THRESHOLD, log2 units). A
+consumer masks a block by the kind the producer found for its own 64 rows: tail
+blocks and PARTIAL ones (with a mask_mod) are masked, a block EMPTY for its rows
+but visited by the CTA is masked whole. The variant enters through the hooks
+only (docs/hooks.md).
 
 Counts are in the IR's units: a worker is a warpgroup and arrives once on an
 mbarrier (one elected thread), so the empty barriers (q_empty, k_empty,
@@ -40,8 +44,11 @@ writes O from registers instead of staging it in shared memory for a TMA store
 (o_s is allocated so that the shared-memory budget counts it; the epilogue's
 named barriers, proxy fence and store waits go with the staging; the CUDA's
 1024-byte tile alignment is not counted); `moved` is decided per warpgroup, not
-per warp (rows that keep their max have factor 1 either way); setmaxnreg and
-the swizzled layouts have no IR form.
+per warp (rows that keep their max have factor 1 either way); mask_mod's
+staged reads (key-only reads loaded by the producer warp beside K, query-only
+ones into registers per tile; with them a consumer releases K after masking)
+are the hook's own reads moved, not modelled; setmaxnreg and the swizzled
+layouts have no IR form.
 """
 
 from __future__ import annotations
@@ -67,13 +74,19 @@ SECTION_WAVES_MASKED = 3
 
 
 class OpenTile:
-    """A consumer's view of one tile: where it is, its Q buffer, its key walk and
-    its first live key block (None: the tile visits no key block)."""
+    """A consumer's view of one tile: where it is, its Q buffer, and whether it
+    visits any key block (the producer's word, read after Q landed)."""
 
-    def __init__(self, b: int, h: int, m_block: int, qb: int, blocks: list[tuple[int, BlockKind]]):
-        self.b, self.h, self.m_block, self.qb = b, h, m_block, qb
-        self.walk = iter(blocks)
-        self.first = next(self.walk, None)
+    def __init__(self, b: int, h: int, m_block: int, qb: int, live: bool):
+        self.b, self.h, self.m_block, self.qb, self.live = b, h, m_block, qb, live
+
+
+class BlockInfo:
+    """What the producer passes with a key block (the CUDA's BlockInfo word): its
+    index, whether it is the tile's last, and its kind for the reading consumer."""
+
+    def __init__(self, n: int, last: bool, kind: BlockKind):
+        self.n, self.last, self.kind = n, last, kind
 
 
 class PendingPv:
@@ -152,11 +165,9 @@ class FaSm90(AttentionKernelBase):
         q_start = m_block * self.block_m
         return self.kv_blocks(b, h, q_start, q_start + self.block_m)[::-1]
 
-    def consumer_block(self, b: int, h: int, row0: int, n: int) -> tuple[BlockKind, bool]:
-        """How a consumer treats key block n for its 64 rows from row0 (the CUDA's
-        `classify`): (the kind its scores are masked as, whether it is masked
-        whole). Tail blocks and PARTIAL ones are masked (mask_mod where the hooks
-        have one); a block EMPTY for these rows is masked whole."""
+    def consumer_kind(self, b: int, h: int, row0: int, n: int) -> BlockKind:
+        """Key block n's kind for the 64 rows from row0 (EMPTY past Sq), as the
+        producer classifies it for that consumer."""
         k_start = n * self.block_n
         k_end = min(k_start + self.block_n, self.seqlen_k)
         q_end = min(row0 + ROWS_PER_CONSUMER, self.seqlen_q)
@@ -164,9 +175,17 @@ class FaSm90(AttentionKernelBase):
                 else BlockKind.EMPTY)
         if not isinstance(kind, BlockKind):
             raise ProgramError(f"block_kind returned {kind!r}, not a BlockKind", loc=caller_loc())
-        all_masked = kind is BlockKind.EMPTY
-        tail = k_end - k_start < self.block_n or row0 + ROWS_PER_CONSUMER > self.seqlen_q
-        masked = all_masked or (self.has_mask_mod and kind is BlockKind.PARTIAL)
+        return kind
+
+    def consumer_block(self, row0: int, info: BlockInfo) -> tuple[BlockKind, bool]:
+        """How a consumer treats a block of the producer's kind for its 64 rows
+        (the CUDA's `classify`): (the kind its scores are masked as, whether it
+        is masked whole). Tail blocks and PARTIAL ones are masked (mask_mod where
+        the hooks have one); a block EMPTY for these rows is masked whole."""
+        k_start = info.n * self.block_n
+        all_masked = info.kind is BlockKind.EMPTY
+        tail = k_start + self.block_n > self.seqlen_k or row0 + ROWS_PER_CONSUMER > self.seqlen_q
+        masked = all_masked or (self.has_mask_mod and info.kind is BlockKind.PARTIAL)
         return (BlockKind.PARTIAL if tail or masked else BlockKind.FULL), all_masked
 
     # -- the CTA ----------------------------------------------------------------------------
@@ -178,6 +197,11 @@ class FaSm90(AttentionKernelBase):
         self.v_s = self.alloc(SMEM, (self.block_n, dv), self.dtype, stages=st)
         # the epilogue's staging tile of the CUDA's TMA store (budget only, see above)
         self.o_s = self.alloc(SMEM, (self.block_m, dv), self.dtype)
+        # the producer's words: per ring slot the BlockInfo of the block it holds
+        # (index, last-of-tile, kind per consumer), per Q buffer whether its tile
+        # visits any key block
+        self.info_s = self.alloc(SMEM, (2 + c,), torch.int32, stages=st, name="block_info")
+        self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_live")
         self.q_full = self.barriers(Q_BUFFERS, 1)
         self.q_empty = self.barriers(Q_BUFFERS, c)  # CUDA: 4 * c, one arrival per warp
         self.k_full = self.barriers(st, 1)
@@ -201,10 +225,14 @@ class FaSm90(AttentionKernelBase):
         bn = self.block_n
         slot = PipelineState(self.stages, phase=1)  # fresh empty barriers: the first pass is free
 
-        def load_kv(b: int, h_kv: int, n: int) -> None:
+        def load_kv(b: int, h: int, m_block: int, n: int, last: bool) -> None:
             i = slot.index
+            kinds = [int(self.consumer_kind(b, h, m_block * self.block_m + ROWS_PER_CONSUMER * c,
+                                            n)) for c in range(self.consumers)]
             self.k_empty[i].wait(slot.phase)
+            self.store(self.info_s[i], torch.tensor([n, int(last), *kinds], dtype=torch.int32))
             self.k_full[i].arrive_expect_tx(self.k_s[i].nbytes)
+            h_kv = self.kv_head(h)
             self.copy_async(self.k_s[i], self.k.tile(b, h_kv, start=n * bn, rows=bn),
                             self.k_full[i])
             self.v_empty[i].wait(slot.phase)
@@ -215,14 +243,16 @@ class FaSm90(AttentionKernelBase):
 
         for it, (b, h, m_block) in enumerate(self.cta_tiles(cta)):
             qb = it % Q_BUFFERS
+            walk = self.key_walk(b, h, m_block)
             if it >= Q_BUFFERS:  # the consumers released this buffer's previous tile
                 self.q_empty[qb].wait((it // Q_BUFFERS - 1) & 1)
+            self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
             self.q_full[qb].arrive_expect_tx(self.q_s[qb].nbytes)
             self.copy_async(self.q_s[qb],
                             self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
                             self.q_full[qb])
-            for n, _kind in self.key_walk(b, h, m_block):
-                load_kv(b, self.kv_head(h), n)
+            for j, (n, _kind) in enumerate(walk):
+                load_kv(b, h, m_block, n, j == len(walk) - 1)
 
     # -- consumer warpgroups ----------------------------------------------------------------
 
@@ -239,9 +269,11 @@ class FaSm90(AttentionKernelBase):
         def pass_token() -> None:  # hand the tensor cores to the next consumer
             self.mma_token[(wg + 1) % self.consumers].arrive()
 
-        def take_k() -> None:  # K of the current slot landed, then the mma token
+        def take_k() -> BlockInfo:  # K of the current slot landed, its info, the token
             self.k_full[slot.index].wait(slot.phase)
+            word = self.load(self.info_s[slot.index])
             take_token()
+            return BlockInfo(int(word[0]), bool(word[1]), BlockKind(int(word[2 + wg])))
 
         def gemm_qk(q) -> None:  # S = Q K^T of the current slot's block
             self.gemm_async(q, self.k_s[slot.index], s_acc, trans_b=True, accumulate=False)
@@ -251,25 +283,26 @@ class FaSm90(AttentionKernelBase):
             self.gemm_async(prev.p, self.v_s[prev.index], o_acc, accumulate=prev.accumulate)
             self.commit()
 
-        def issue(q, prev: PendingPv | None) -> None:
+        def issue(q, prev: PendingPv | None) -> BlockInfo:
             """S of the current slot's block, with the PV product of `prev` (None:
-            a tile's first block, whose S is awaited whole)."""
-            take_k()
+            a tile's first block, whose S is awaited whole); the block's info."""
+            info = take_k()
             gemm_qk(q)
             if prev is not None:
                 self.v_full[prev.index].wait(prev.phase)
                 gemm_pv(prev)
             pass_token()
             self.wait_group(1 if prev is not None else 0)  # S(n) ready; PV may be in flight
+            return info
 
-        def finish(b: int, h: int, row0: int, softmax, n: int,
+        def finish(b: int, h: int, row0: int, softmax, info: BlockInfo,
                    prev: PendingPv | None) -> PendingPv:
-            """Block n's S has retired: its logits and softmax, the PV of `prev`
-            retired and O rescaled if a row max moved; returns block n's PV."""
+            """The block's S has retired: its logits and softmax, the PV of `prev`
+            retired and O rescaled if a row max moved; returns the block's PV."""
             self.k_empty[slot.index].arrive()
-            kind, all_masked = self.consumer_block(b, h, row0, n)
+            kind, all_masked = self.consumer_block(row0, info)
             q_idx = tm.iota(row0, rows)[:, None]
-            s, allowed = self.scores(s_acc, b, h, q_idx, n, kind, all_masked=all_masked)
+            s, allowed = self.scores(s_acc, b, h, q_idx, info.n, kind, all_masked=all_masked)
             p, rescale = self.normalize(softmax, s, allowed)
             if prev is not None:
                 self.wait_group(0)  # PV of the previous block retired: release its V slot
@@ -285,7 +318,7 @@ class FaSm90(AttentionKernelBase):
             b, h, m_block = self.tile_at(t)
             qb = it % Q_BUFFERS
             self.q_full[qb].wait((it // Q_BUFFERS) & 1)
-            return OpenTile(b, h, m_block, qb, self.key_walk(b, h, m_block))
+            return OpenTile(b, h, m_block, qb, bool(self.load(self.live_s[qb])[0]))
 
         def q_rows(tile: OpenTile):
             return self.q_s[tile.qb].rows(wg * rows, rows)
@@ -295,19 +328,19 @@ class FaSm90(AttentionKernelBase):
         self.store(o_acc, tm.full((rows, dv), 0.0))  # O defined once, before any wgmma
         t, it = cta, 0
         cur = open_tile(t, it)
-        if cur.first is not None:  # the CTA's first tile: its first S alone
-            issue(q_rows(cur), None)
+        first = issue(q_rows(cur), None) if cur.live else None  # the CTA's first tile
         while True:
             b, h, m_block = cur.b, cur.h, cur.m_block
             row0 = m_block * self.block_m + wg * rows
             softmax = self.softmax_state(rows, RESCALE_THRESHOLD)
-            live = cur.first is not None
+            live = cur.live
             prev: PendingPv | None = None
-            if live:  # the first block's S is ready
-                prev = finish(b, h, row0, softmax, cur.first[0], None)
-                for n, _kind in cur.walk:  # steady state
-                    issue(q_rows(cur), prev)
-                    prev = finish(b, h, row0, softmax, n, prev)
+            if live and first is not None:  # the first block's S is ready
+                prev = finish(b, h, row0, softmax, first, None)
+                info = first
+                while not info.last:  # steady state, to the producer's last block
+                    info = issue(q_rows(cur), prev)
+                    prev = finish(b, h, row0, softmax, info, prev)
             self.q_empty[cur.qb].arrive()  # this tile's Q is no longer read here
 
             # The next tile, opened now so that its first S is issued with this
@@ -315,10 +348,11 @@ class FaSm90(AttentionKernelBase):
             t_next = t + grid
             more = t_next < num_tiles
             nxt = open_tile(t_next, it + 1) if more else None
-            next_live = nxt is not None and nxt.first is not None
+            next_live = nxt is not None and nxt.live
+            first = None
             if prev is not None and nxt is not None and next_live:  # the common case
                 self.v_full[prev.index].wait(prev.phase)
-                take_k()
+                first = take_k()
                 gemm_pv(prev)
                 gemm_qk(q_rows(nxt))
                 pass_token()
@@ -332,7 +366,7 @@ class FaSm90(AttentionKernelBase):
                 self.wait_group(0)
                 self.v_empty[prev.index].arrive()
             elif nxt is not None and next_live:  # this tile visits no block
-                issue(q_rows(nxt), None)
+                first = issue(q_rows(nxt), None)
             self.epilogue(softmax, o_acc, b, h, row0, rows)
             if live and next_live:
                 self.wait_group(0)  # the next tile's first S, retired before the paths join

@@ -21,9 +21,10 @@
 // and writes the LSE.
 //
 // Variant logic enters only through "cubridge_hooks.cuh" (docs/hooks.md): the
-// producer and every consumer walk the same key blocks (kv_block_range, EMPTY
-// blocks per block_kind skipped); a consumer masks per element where the block
-// is PARTIAL for its 64 rows or holds a sequence tail.
+// producer walks the key blocks (kv_block_range, EMPTY blocks per block_kind
+// skipped), classifies each for every consumer's 64 rows and passes that with
+// the block (BlockInfo), so the consumers evaluate no block hook; a consumer
+// masks per element where the block is PARTIAL for its rows or holds a tail.
 //
 // Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128), CUBRIDGE_BLOCK_M (64 rows per
 // consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_DTYPE_FP16.
@@ -106,6 +107,62 @@ struct SwizzledTile {
   }
 };
 
+// mask_mod's staged reads (docs/hooks.md): the key-only reads of each key block
+// are loaded by the producer warp into a shared ring beside K (so a masked block
+// reads them from shared memory, not with a global load per element), and the
+// query-only reads of a consumer's two rows are loaded into registers once per
+// tile. Headers that provide them define CUBRIDGE_HOOKS_STAGED_READS (generated
+// ones do); with others nothing is staged.
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+constexpr int kKeyStagedReads = hooks::kKeyStaged;
+constexpr int kRowStagedReads = hooks::kRowStaged;
+#else
+constexpr int kKeyStagedReads = 0;
+constexpr int kRowStagedReads = 0;
+#endif
+// Shared memory the tiles take, and what staging the key reads would add (the
+// tail of SharedStorage is padded to 1 KB; 1 KB more is alignment slack).
+constexpr int kTileBytes = (kQBuffers * kBlockM + 2 * kStages * kBlockN + kBlockM) * kHeadDim * 2;
+constexpr int kStagedKeyBytes = kStages * kKeyStagedReads * kBlockN * 4;
+constexpr bool kStagedKeysFit =
+    kTileBytes + (kStagedKeyBytes + 256 + 1023) / 1024 * 1024 + 1024 <= 227 * 1024;
+// Staged only when the key ring fits beside the tiles (else mask_mod reads as written).
+constexpr bool kStagedMask = kKeyStagedReads + kRowStagedReads > 0 && kStagedKeysFit;
+constexpr int kKeyStaged = kStagedMask ? kKeyStagedReads : 0;
+constexpr int kRowStaged = kStagedMask ? kRowStagedReads : 0;
+
+template <int kReads>
+struct StagedKeyRing {
+  uint32_t v[kStages][kReads][kBlockN];
+  __device__ __forceinline__ void set(int slot, int i, int k, uint32_t x) { v[slot][i][k] = x; }
+  __device__ __forceinline__ const uint32_t* slot(int s) const { return &v[s][0][0]; }
+};
+template <>
+struct StagedKeyRing<0> {
+  __device__ __forceinline__ void set(int, int, int, uint32_t) {}
+  __device__ __forceinline__ const uint32_t* slot(int) const { return nullptr; }
+};
+
+__device__ __forceinline__ uint32_t key_staged(int i, int b, int h, int k, const AuxArgs& aux) {
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+  if constexpr (kStagedMask) return hooks::key_staged(i, b, h, k, aux);
+#endif
+  return 0u;
+}
+__device__ __forceinline__ uint32_t row_staged(int i, int b, int h, int q, const AuxArgs& aux) {
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+  if constexpr (kStagedMask) return hooks::row_staged(i, b, h, q, aux);
+#endif
+  return 0u;
+}
+__device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Staged rows,
+                                                Staged keys, const AuxArgs& aux) {
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+  if constexpr (kStagedMask) return hooks::mask_mod_staged(b, h, q, k, rows, keys, aux);
+#endif
+  return hooks::mask_mod(b, h, q, k, aux);
+}
+
 struct SharedStorage {
   SwizzledTile<kBlockM> q[kQBuffers];
   SwizzledTile<kBlockN> k[kStages];
@@ -114,6 +171,13 @@ struct SharedStorage {
   uint64_t q_full[kQBuffers], q_empty[kQBuffers];
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
+  // Written by the producer before the arrival that completes the matching
+  // barrier (k_full / q_full), read by the consumers after waiting on it: the
+  // classification of each visited key block (BlockInfo) and whether a tile
+  // visits any key block at all.
+  uint32_t block_info[kStages];
+  int tile_live[kQBuffers];
+  StagedKeyRing<kKeyStaged> staged_keys;  // key-only mask reads per ring slot
 };
 constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "tiles exceed the 227 KB of shared memory a CTA may use");
@@ -152,8 +216,7 @@ __device__ __forceinline__ Tile tile_at(int t, const Sm90Params& P) {
 }
 
 // The key blocks a tile visits: [lo, hi) walked from hi - 1 down (partial blocks
-// on the diagonal first), EMPTY ones skipped. The producer and every consumer
-// walk the same sequence.
+// on the diagonal first), EMPTY ones skipped. Walked by the producer alone.
 struct KeyWalk {
   int lo, n;  // next block to consider is n - 1
   int b, h, q_start, q_end;
@@ -179,6 +242,29 @@ struct KeyWalk {
     return -1;
   }
 };
+
+// What the producer tells the consumers about a key block it loads: its index,
+// whether it is the tile's last, and its kind for each consumer's 64 rows. The
+// producer evaluates the block hooks once per block, off the consumers' critical
+// path (they only read this word after waiting for K).
+struct BlockInfo {
+  static constexpr int kIndexBits = 24;
+  static constexpr uint32_t kLast = 1u << kIndexBits;
+  static constexpr int kKindShift = kIndexBits + 2;
+
+  static __device__ __forceinline__ uint32_t pack(int n, bool last, const BlockKind (&kinds)[kConsumers]) {
+    uint32_t w = static_cast<uint32_t>(n) | (last ? kLast : 0u);
+#pragma unroll
+    for (int c = 0; c < kConsumers; ++c) w |= static_cast<uint32_t>(kinds[c]) << (kKindShift + 2 * c);
+    return w;
+  }
+  static __device__ __forceinline__ int index(uint32_t w) { return static_cast<int>(w & (kLast - 1)); }
+  static __device__ __forceinline__ bool last(uint32_t w) { return (w & kLast) != 0u; }
+  static __device__ __forceinline__ BlockKind kind(uint32_t w, int consumer) {
+    return static_cast<BlockKind>((w >> (kKindShift + 2 * consumer)) & 3u);
+  }
+};
+static_assert(BlockInfo::kKindShift + 2 * 3 <= 32, "block info fits 32 bits");
 
 // Position in the K/V ring, shared in lockstep by the producer and the consumers.
 struct RingSlot {
@@ -207,7 +293,10 @@ __device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<k
   }
 }
 
-__device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh) {
+// The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
+// arrival; the whole warp walks and classifies the key blocks (uniformly) and
+// loads the staged key reads, one position per lane and pass.
+__device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh, int lane) {
   const FwdParams& p = P.p;
   RingSlot slot;
   int iter = 0;
@@ -215,15 +304,60 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh)
     const Tile tile = tile_at(t, P);
     const int h_kv = tile.h / (p.heads_q / p.heads_k);
     KeyWalk walk(p, tile);
+    int n = walk.next(p);
     const int qb = iter % kQBuffers;
     if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
-    load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
-    for (int n = walk.next(p); n >= 0; n = walk.next(p)) {
+    if (lane == 0) {
+      sh.tile_live[qb] = n >= 0;
+      load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
+    }
+    while (n >= 0) {
+      // Classified while the ring slot may still be busy: table reads of
+      // data-dependent masks overlap the wait.
+      const int next = walk.next(p);
+      const int k_start = n * kBlockN;
+      const int k_end = min(k_start + kBlockN, p.seqlen_k);
+      BlockKind kinds[kConsumers];
+#pragma unroll
+      for (int c = 0; c < kConsumers; ++c) {
+        const int q_base = tile.m_block * kBlockM + c * kRowsPerConsumer;
+        const int q_end = min(q_base + kRowsPerConsumer, p.seqlen_q);
+        kinds[c] = q_base < q_end ? hooks::block_kind(tile.b, tile.h, q_base, q_end, k_start,
+                                                      k_end, p.aux)
+                                  : BlockKind::Empty;
+      }
+      uint32_t staged[kKeyStaged > 0 ? kKeyStaged : 1][kBlockN / 32];
+      if constexpr (kKeyStaged > 0) {
+#pragma unroll
+        for (int r = 0; r < kBlockN / 32; ++r) {
+          const int k = min(k_start + 32 * r + lane, p.seqlen_k - 1);
+#pragma unroll
+          for (int i = 0; i < kKeyStaged; ++i) staged[i][r] = key_staged(i, tile.b, tile.h, k, p.aux);
+        }
+      }
+      // K's slot is free once every consumer masked the block it held (they read
+      // its staged keys until then).
       mbar_wait(&sh.k_empty[slot.index], slot.phase ^ 1u);
-      load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], n * kBlockN, h_kv, tile.b);
+      if constexpr (kKeyStaged > 0) {
+#pragma unroll
+        for (int r = 0; r < kBlockN / 32; ++r) {
+#pragma unroll
+          for (int i = 0; i < kKeyStaged; ++i) {
+            sh.staged_keys.set(slot.index, i, 32 * r + lane, staged[i][r]);
+          }
+        }
+        __syncwarp();  // every lane's stores ordered before lane 0's arrival (release)
+      }
+      if (lane == 0) {
+        sh.block_info[slot.index] = BlockInfo::pack(n, next < 0, kinds);
+        load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], k_start, h_kv, tile.b);
+      }
       mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
-      load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], n * kBlockN, h_kv, tile.b);
+      if (lane == 0) {
+        load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], k_start, h_kv, tile.b);
+      }
       slot.advance();
+      n = next;
     }
   }
 }
@@ -283,10 +417,21 @@ struct FragmentPos {
 // activation of elementwise normalisers, and the mask where `masked`: disallowed
 // pairs become -inf (softmax) or 0 (elementwise). kTail: the block holds the key
 // or query tail (bounds checks, hook indices clamped into range).
+// This consumer's staged query-only reads: its two rows' values, per read.
+struct RowStaged {
+  uint32_t v[2][kRowStaged > 0 ? kRowStaged : 1];
+};
+
+// Raw Q K^T values -> the normaliser's input: score_mod (natural units), the
+// activation of elementwise normalisers, and the mask where `masked`: disallowed
+// pairs become -inf (softmax) or 0 (elementwise). kTail: the block holds the key
+// or query tail (bounds checks, hook indices clamped into range). With staged
+// reads, `rows` holds this thread's rows' values and `keys` the block's (ring slot).
 template <bool kMasked, bool kTail>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
                                                  int h, int q_base, int k_base,
-                                                 const FragmentPos& pos, bool all_masked) {
+                                                 const FragmentPos& pos, bool all_masked,
+                                                 const RowStaged& rows, const uint32_t* keys) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int q = q_base + pos.row0 + 8 * half;
@@ -305,7 +450,14 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         if constexpr (kMasked) {
           bool allowed = !all_masked;
           if constexpr (kTail) allowed = allowed & (k < p.seqlen_k) & (q < p.seqlen_q);
-          if constexpr (hooks::kHasMaskMod) allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
+          if constexpr (hooks::kHasMaskMod) {
+            if constexpr (kStagedMask) {
+              allowed = allowed & mask_mod_staged(b, h, qc, kc, Staged{&rows.v[half][0], 1},
+                                                  Staged{keys + (kc - k_base), kBlockN}, p.aux);
+            } else {
+              allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
+            }
+          }
           if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
             x = allowed ? x : -INFINITY;
           } else {
@@ -422,25 +574,38 @@ struct BlockClass {
   bool tail, masked, all_masked;
 };
 
-__device__ __forceinline__ BlockClass classify(const FwdParams& p, const KeyWalk& walk, int n,
+__device__ __forceinline__ BlockClass classify(const FwdParams& p, uint32_t info, int consumer,
                                                int q_base) {
-  const int k_start = n * kBlockN;
-  const int k_end = min(k_start + kBlockN, p.seqlen_k);
-  const int q_end = min(q_base + kRowsPerConsumer, p.seqlen_q);
-  const BlockKind kind = q_base < q_end ? hooks::block_kind(walk.b, walk.h, q_base, q_end,
-                                                            k_start, k_end, p.aux)
-                                        : BlockKind::Empty;
+  const int k_start = BlockInfo::index(info) * kBlockN;
+  const BlockKind kind = BlockInfo::kind(info, consumer);
   const bool all_masked = kind == BlockKind::Empty;
-  return {k_end - k_start < kBlockN || q_base + kRowsPerConsumer > p.seqlen_q,
+  return {k_start + kBlockN > p.seqlen_k || q_base + kRowsPerConsumer > p.seqlen_q,
           all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial), all_masked};
 }
 
 template <bool kMasked, bool kTail>
 __device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
-                                             const KeyWalk& walk, int n, int q_base,
-                                             const FragmentPos& pos, bool all_masked) {
-  scores_to_logits<kMasked || kTail, kTail>(s, p, walk.b, walk.h, q_base, n * kBlockN, pos,
-                                            all_masked);
+                                             const SharedStorage& sh, const Tile& tile, int n,
+                                             int slot, int q_base, const FragmentPos& pos,
+                                             bool all_masked, const RowStaged& rows) {
+  const uint32_t* keys = nullptr;
+  if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
+  scores_to_logits<kMasked || kTail, kTail>(s, p, tile.b, tile.h, q_base, n * kBlockN, pos,
+                                            all_masked, rows, keys);
+}
+
+// Loads this consumer's staged query-only reads for its two rows of a tile.
+__device__ __forceinline__ void load_row_staged(RowStaged& rows, const FwdParams& p,
+                                                const Tile& tile, int q_base,
+                                                const FragmentPos& pos) {
+  if constexpr (kRowStaged > 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = min(q_base + pos.row0 + 8 * half, p.seqlen_q - 1);
+#pragma unroll
+      for (int i = 0; i < kRowStaged; ++i) rows.v[half][i] = row_staged(i, tile.b, tile.h, q, p.aux);
+    }
+  }
 }
 
 // Runs f with the block's class as compile-time flags.
@@ -506,25 +671,25 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
   }
 }
 
-// A consumer's view of one tile of its schedule: the tile, its key walk, the Q
-// buffer it reads and the first (then current) key block, -1 when none is left.
+// A consumer's view of one tile of its schedule: the tile, the Q buffer it reads,
+// whether it visits any key block, and (once its K has landed) the first block's
+// BlockInfo word.
 struct OpenTile {
   Tile tile;
-  KeyWalk walk;
   int qb;
-  int n;
+  bool live;
+  uint32_t info;
 };
 
-// Decode the iter-th tile of this CTA (schedule index t), wait for its Q and find
-// its first key block.
+// Decode the iter-th tile of this CTA (schedule index t) and wait for its Q.
 __device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int t,
                                               int iter) {
   OpenTile ot;
   ot.tile = tile_at(t, P);
-  ot.walk = KeyWalk(P.p, ot.tile);
   ot.qb = iter % kQBuffers;
   mbar_wait(&sh.q_full[ot.qb], (iter / kQBuffers) & 1);
-  ot.n = ot.walk.next(P.p);
+  ot.live = sh.tile_live[ot.qb] != 0;
+  ot.info = 0;
   return ot;
 }
 
@@ -555,8 +720,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   // The S product of a tile's first block is issued before the previous tile's
   // epilogue (below, except for the CTA's first tile), so that the tensor cores
   // have work across tile boundaries.
-  if (cur.n >= 0) {
+  if (cur.live) {
     mbar_wait(&sh.k_full[slot.index], slot.phase);
+    cur.info = sh.block_info[slot.index];
     take_mma_token(consumer);
     gemm_qk(s, sh, cur.qb, slot.index, consumer);
     wgmma_commit();
@@ -569,15 +735,20 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     RowStats st;
     bool o_written = false;  // O holds this tile's first PV product (else garbage)
     RingSlot pv;  // the slot of the block whose PV product is next
-    const bool live = cur.n >= 0;
+    const bool live = cur.live;
+    RowStaged rows;
+    load_row_staged(rows, p, cur.tile, q_base, pos);
     if (live) {  // the first block's S product is ready
-      release(&sh.k_empty[slot.index], thread);
-      const BlockClass first = classify(p, cur.walk, cur.n, q_base);
+      uint32_t info = cur.info;
+      // (with staged key reads the slot is released once the block is masked)
+      if constexpr (kKeyStaged == 0) release(&sh.k_empty[slot.index], thread);
+      const BlockClass first = classify(p, info, consumer, q_base);
       with_block_class(first, [&](auto masked, auto tail) {
-        block_logits<decltype(masked)::value, decltype(tail)::value>(s, p, cur.walk, cur.n,
-                                                                     q_base, pos,
-                                                                     first.all_masked);
+        block_logits<decltype(masked)::value, decltype(tail)::value>(
+            s, p, sh, cur.tile, BlockInfo::index(info), slot.index, q_base, pos,
+            first.all_masked, rows);
       });
+      if constexpr (kKeyStaged > 0) release(&sh.k_empty[slot.index], thread);
       if constexpr (kSoftmax) {
         float rescale[2];
         online_softmax(s, st, to_log2, rescale);
@@ -587,10 +758,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       slot.advance();
 
       // Steady state: S of block n issued before the PV product of the previous one.
-      for (int n = cur.walk.next(p); n >= 0; n = cur.walk.next(p)) {
-        const BlockClass cls = classify(p, cur.walk, n, q_base);
+      while (!BlockInfo::last(info)) {
+        mbar_wait(&sh.k_full[slot.index], slot.phase);
+        info = sh.block_info[slot.index];
+        const int n = BlockInfo::index(info);
+        const BlockClass cls = classify(p, info, consumer, q_base);
         with_block_class(cls, [&](auto masked, auto tail) {
-          mbar_wait(&sh.k_full[slot.index], slot.phase);
           take_mma_token(consumer);
           gemm_qk(s, sh, cur.qb, slot.index, consumer);
           wgmma_commit();
@@ -600,9 +773,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           pass_mma_token(consumer);
           wgmma_wait<1>();
           fence_operands(s);
-          release(&sh.k_empty[slot.index], thread);
-          block_logits<decltype(masked)::value, decltype(tail)::value>(s, p, cur.walk, n, q_base,
-                                                                       pos, cls.all_masked);
+          if constexpr (kKeyStaged == 0) release(&sh.k_empty[slot.index], thread);
+          block_logits<decltype(masked)::value, decltype(tail)::value>(
+              s, p, sh, cur.tile, n, slot.index, q_base, pos, cls.all_masked, rows);
+          if constexpr (kKeyStaged > 0) release(&sh.k_empty[slot.index], thread);
           float rescale[2];
           bool moved = false;
           if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
@@ -626,14 +800,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     const int t_next = t + gridDim.x;
     const bool more = t_next < P.num_tiles;
     OpenTile next;
-    next.n = -1;
+    next.live = false;
     if (more) next = open_tile(P, sh, t_next, iter + 1);
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
     // it (serialising every wgmma of the kernel).
-    if (live && next.n >= 0) {  // the common case
+    if (live && next.live) {  // the common case
       mbar_wait(&sh.v_full[pv.index], pv.phase);
       mbar_wait(&sh.k_full[slot.index], slot.phase);
+      next.info = sh.block_info[slot.index];
       take_mma_token(consumer);
       gemm_pv(o, pf, sh, pv.index, o_written);
       wgmma_commit();
@@ -658,8 +833,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         wgmma_wait<0>();
         fence_operands(o);
         release(&sh.v_empty[pv.index], thread);
-      } else if (next.n >= 0) {
+      } else if (next.live) {
         mbar_wait(&sh.k_full[slot.index], slot.phase);
+        next.info = sh.block_info[slot.index];
         take_mma_token(consumer);
         gemm_qk(s, sh, next.qb, slot.index, consumer);
         wgmma_commit();
@@ -721,7 +897,7 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
   __syncthreads();
   if (warpgroup == 0) {
     regs_release<kProducerRegs>();
-    if (threadIdx.x == 0) producer(P, sh);
+    if (threadIdx.x < 32) producer(P, sh, threadIdx.x);
   } else {
     regs_claim<kConsumerRegs>();
     consumer(P, sh, warpgroup - 1);

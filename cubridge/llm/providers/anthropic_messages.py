@@ -11,6 +11,18 @@ from cubridge.llm.providers.base import api_error_message, http_error
 from cubridge.llm.request import Reply, Request, Usage
 
 ANTHROPIC_URL = "https://api.anthropic.com"
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def cached_turns(request: Request) -> list[dict[str, Any]]:
+    """The conversation's turns, the last one marked as a cache breakpoint (the
+    next round of the conversation then reads everything up to it from cache)."""
+    turns: list[dict[str, Any]] = [m.to_json() for m in request.messages if m.role != "system"]
+    if turns:
+        last = turns[-1]
+        last["content"] = [{"type": "text", "text": last["content"],
+                            "cache_control": EPHEMERAL}]
+    return turns
 
 
 class AnthropicMessagesProvider:
@@ -37,10 +49,13 @@ class AnthropicMessagesProvider:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens,
-            "messages": [m.to_json() for m in request.messages if m.role != "system"],
+            "messages": cached_turns(request),
         }
         if system:
-            kwargs["system"] = system
+            # The system prompt, then the conversation so far, are cache prefixes: a
+            # feedback round is a turn of the same conversation and pays full price
+            # only for what it adds (prompt caching).
+            kwargs["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
         if request.temperature is not None:
             # Some library versions dropped the parameter; the wire format keeps it.
             if self._takes_temperature:

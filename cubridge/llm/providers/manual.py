@@ -4,7 +4,9 @@ For each request it writes `<hash>.prompt.md` into its directory, prints the
 prompt and reply paths, and polls for `<hash>.reply.md`. The reply is taken
 once the file is non-empty and its size has not changed between two polls
 (so an editor's half-written save is not read). Files are named by the
-request's content hash: a rerun finds a reply written after a timeout.
+request's content hash: a rerun finds a reply written after a timeout. A
+feedback round continues a conversation whose start was written here before:
+its prompt file holds only the new turns and names the earlier file.
 """
 
 from __future__ import annotations
@@ -43,6 +45,21 @@ class ManualProvider:
         self.timeout_s = timeout_s
         self.announce = announce
 
+    def _conversation_prefix(self, request: Request) -> tuple[int, str] | None:
+        """(messages already shown, prompt file stem) when an earlier prompt in
+        this directory holds the start of this request's conversation."""
+        for n in range(len(request.messages) - 1, 0, -1):
+            if request.messages[n - 1].role != "assistant":
+                continue
+            # the request that the assistant turn at n - 1 answered
+            earlier = Request.of(request.messages[:n - 1], temperature=request.temperature,
+                                 max_tokens=request.max_tokens, stop=request.stop,
+                                 sample=request.sample)
+            stem = earlier.hash[:16]
+            if (self.directory / f"{stem}.prompt.md").exists():
+                return n - 1, stem
+        return None
+
     def paths(self, request: Request) -> tuple[Path, Path]:
         stem = request.hash[:16]
         return self.directory / f"{stem}.prompt.md", self.directory / f"{stem}.reply.md"
@@ -56,8 +73,19 @@ class ManualProvider:
                 f"{request.sample}, max {request.max_tokens} tokens). Write the reply, as the "
                 f"model would, to {reply_path.name} in this directory. -->\n\n"
             )
+            earlier = self._conversation_prefix(request)
+            if earlier is None:
+                body = render_messages(request.messages)
+            else:
+                # A feedback round: the same conversation, so only its new turns.
+                n, stem = earlier
+                body = (f"<!-- This continues the conversation of {stem}.prompt.md (your "
+                        f"reply there: {stem}.reply.md and what followed); only the new "
+                        "turns are below. -->\n\n"
+                        + "\n\n".join(f"## {m.role}\n\n{m.content}"
+                                      for m in request.messages[n:]) + "\n")
             tmp = prompt_path.with_name(prompt_path.name + ".tmp")
-            tmp.write_text(header + render_messages(request.messages))
+            tmp.write_text(header + body)
             tmp.replace(prompt_path)
         self.announce(f"[manual llm] prompt: {prompt_path}")
         self.announce(f"[manual llm] waiting for the reply in: {reply_path}")

@@ -1,0 +1,45 @@
+"""Every library kernel keeps the lift of its CUDA beside it
+(correspondence.json: IR method -> CUDA line ranges), and it is current: an
+edit of the CUDA or the CuIR that moves a recorded line fails here, with
+`python -m cubridge.llm_path.correspondence refresh` as the way back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cubridge.kernels import list_kernels
+from cubridge.llm_path.correspondence import (
+    bound_workers,
+    library_correspondence_path,
+    refresh,
+    stale_entries,
+)
+
+
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_library_kernel_has_a_current_correspondence(kernel):
+    path = library_correspondence_path(kernel)
+    assert path.is_file(), f"{kernel.name} has no {path.name}: record its lift"
+    data = json.loads(path.read_text())
+    problems = stale_entries(data, kernel.source.read_text())
+    assert not problems, (f"{path} is stale (python -m cubridge.llm_path.correspondence "
+                          "refresh, then review):\n" + "\n".join(problems))
+    methods = {e["method"] for e in data["correspondence"]}
+    cuir = kernel.cuir_path.read_text()
+    # run, every bound worker and the shared numerics map to CUDA lines
+    assert {"run", *bound_workers(cuir), "scores", "normalize", "epilogue"} <= methods
+
+
+def test_a_moved_line_is_stale_and_refresh_relocates_it():
+    kernel = next(k for k in list_kernels() if k.name == "fa_sm80")
+    data = json.loads(library_correspondence_path(kernel).read_text())
+    source = kernel.source.read_text()
+    shifted = "// one more line at the top\n" + source
+    problems = stale_entries(data, shifted)
+    assert any("epilogue: CUDA lines 643-673" in p for p in problems)
+    new, lost = refresh(data, shifted)
+    assert not lost and not stale_entries(new, shifted)
+    epilogue = next(e for e in new["correspondence"] if e["method"] == "epilogue")
+    assert epilogue["cuda_lines"] == [[644, 674]]
