@@ -46,7 +46,7 @@ from cubridge.rundir import content_hash
 from cubridge.spec.from_mods import from_mods
 from cubridge.spec.model import Spec
 from cubridge.spec.shapes import reduced_heads
-from cubridge.transfer.hooks import HookPlan, check_trace
+from cubridge.transfer.hooks import HookPlan
 
 # What the cache did, for callers that measure it (tests, benchmarks).
 STATS = {"calls": 0, "traces": 0, "builds": 0, "verifications": 0}
@@ -178,14 +178,13 @@ def plan_call(score_mod: Callable[..., torch.Tensor] | None,
     spec = from_mods(score_mod, mask_mod, name="flex_attention", configs=[cfg],
                      seq_lens=[shape.sq], dtypes=[dtype])
     lib = select_for_spec(spec, arch, kernel)
-    route = choose_path(spec, lib)
+    check = dataclasses.replace(_verify_shape(shape), sq=min(shape.sq, TRACE_CHECK_LEN),
+                                sk=min(shape.sk, TRACE_CHECK_LEN))
+    route = choose_path(spec, lib, trace_check=check)
     STATS["traces"] += 1
     if route.path != "rules" or route.plan is None:
         raise FlexAttentionError(f"cubridge.flex_attention takes mods that trace into "
                                  f"{lib.name}'s hooks; these do not: {route.reason}")
-    check_trace(spec, route.plan, dataclasses.replace(
-        _verify_shape(shape), b=min(shape.b, 2), sq=min(shape.sq, TRACE_CHECK_LEN),
-        sk=min(shape.sk, TRACE_CHECK_LEN)), aux={})
     return spec, lib, route.plan
 
 

@@ -62,9 +62,12 @@ class Route:
                 "hooks": self.plan.to_json() if self.plan is not None else None}
 
 
-def choose_path(spec: Spec, kernel: LibraryKernel) -> Route:
+def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = None) -> Route:
     """Decide the path of `spec` on `kernel` (see the module docstring); raises
-    SpecError (file:line) for mods that raise on real tensors."""
+    SpecError (file:line) for mods that raise on real tensors. `trace_check`:
+    the problem the traced mods are checked on (default: 61 x 64 positions, fewer
+    where the spec's lengths are shorter; a caller whose mods capture tensors
+    sized for its own lengths passes those)."""
     probe_mods(spec)
     meta = kernel.metadata
     dims = sorted({(c.d, c.head_dim_v) for c in spec.configs})
@@ -79,8 +82,10 @@ def choose_path(spec: Spec, kernel: LibraryKernel) -> Route:
         except Exception as exc:  # noqa: BLE001 - any tracer refusal means "not a hook"
             return Route("llm", f"the hook tracer cannot express the spec's mods "
                          f"({type(exc).__name__}: {exc})", kernel)
-        check_trace(spec, plan, smoke_shape(spec.configs, sq=TRACE_CHECK_LEN,
-                                            sk=TRACE_CHECK_LEN + 3))
+        if trace_check is None:
+            n = min(TRACE_CHECK_LEN, *spec.seq_lens)
+            trace_check = smoke_shape(spec.configs, sq=n, sk=min(n + 3, *spec.seq_lens))
+        check_trace(spec, plan, trace_check)
         mods = [n for n in ("score_mod", "mask_mod") if getattr(spec, n) is not None]
         verb = "trace" if len(mods) > 1 else "traces"
         return Route("rules", f"the spec's {' and '.join(mods)} {verb} into {kernel.name}'s "

@@ -16,12 +16,10 @@ from cubridge.attention import Shape
 from cubridge.build import attention_op
 from cubridge.lower.hook_header import generate_header
 from cubridge.pipeline import flex
-from cubridge.spec import from_mods
-from cubridge.transfer.hooks import plan_hooks
 
 
-def _doc_mask(n: int):
-    doc = torch.arange(n) // 24  # captured, as attention-gym's document mask has it
+def _doc_mask(n: int, per_doc: int = 24):
+    doc = torch.arange(n) // per_doc  # captured, as attention-gym's document mask has it
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
@@ -52,8 +50,7 @@ def stand_in(monkeypatch):
 
     def build_call(score_mod, mask_mod, shape, dtype, device, kernel_name):
         builds.append(shape)
-        spec = from_mods(score_mod, mask_mod, seq_lens=[shape.sq])
-        plan = plan_hooks(spec, {})
+        _, _, plan = flex.plan_call(score_mod, mask_mod, shape, dtype, "sm_90a", kernel_name)
         header = generate_header(plan)
         found = flex._Kernel(None, "stand-in", [])  # type: ignore[arg-type]
         call = flex._Call(plan, header, found, shape, torch.device("cpu"), [])
@@ -108,6 +105,15 @@ def test_eager_calls_reuse_the_prepared_call_and_new_closures_retrace(stand_in):
     again, _ = _doc_mask(96)  # a new closure: traced again (the kernel is shared by form)
     cubridge.flex_attention(q, k, v, mask_mod=again)
     assert len(builds) == 2
+
+
+def test_short_sequences_with_captured_tensors_of_their_length(stand_in):
+    """The trace is checked on the call's own lengths (a captured tensor of 16
+    positions is never indexed past them)."""
+    _, builds = stand_in
+    mask_mod, _ = _doc_mask(16, per_doc=5)
+    out = cubridge.flex_attention(*_qkv(sq=16, sk=16), mask_mod=mask_mod)
+    assert out.shape == (1, 2, 16, 64) and len(builds) == 1
 
 
 def test_block_mask_gives_its_mask_mod(stand_in):
