@@ -138,6 +138,15 @@ def probe_packages() -> list[Finding]:
     clients = [n for n in ("openai", "anthropic") if _has_module(n)]
     found.append(Finding("LLM client libraries", bool(clients),
                          ", ".join(clients) if clients else "neither openai nor anthropic"))
+    mcp = _version("mcp")
+    found.append(Finding("MCP SDK", mcp is not None, mcp or "not installed (cubridge mcp; "
+                         "pip install 'cubridge[llm]')"))
+    from cubridge.build.sanitizer import find_compute_sanitizer
+
+    sanitizer = find_compute_sanitizer()
+    found.append(Finding("compute-sanitizer", sanitizer is not None, str(sanitizer) if sanitizer
+                         else "not found (a faulting generated kernel is reported without its "
+                         "memcheck report)"))
     return found
 
 

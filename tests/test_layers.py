@@ -1,5 +1,5 @@
 """The parts import each other in one direction (docs/architecture.md, "Parts"):
-no cycles between the pipeline and the LLM path, the MCP protocol and its
+no cycles between the pipeline and the LLM path, the MCP server and its
 tools, or any other two parts."""
 
 from __future__ import annotations
@@ -49,5 +49,7 @@ def test_parts_import_only_lower_levels():
     assert bad == []
 
 
-def test_mcp_protocol_does_not_import_its_tools():
-    assert "cubridge.mcp.tools" not in (PACKAGE / "mcp" / "protocol.py").read_text()
+def test_mcp_tools_do_not_import_their_transport():
+    """The tools are plain functions; the SDK server (mcp/server.py) serves them."""
+    assert "cubridge.mcp.server" not in (PACKAGE / "mcp" / "tools.py").read_text()
+    assert not (PACKAGE / "mcp" / "protocol.py").exists()  # no hand-written JSON-RPC loop

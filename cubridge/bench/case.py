@@ -17,10 +17,13 @@ from cubridge.verify.peers import PeerProblem
 @dataclass(kw_only=True)
 class Case(PeerProblem):
     """A PeerProblem (what every implementation receives) with the head config it
-    was made for and the mask's statistics (FLOPs, structure)."""
+    was made for, the mask's statistics (pairs, structure), the FLOPs TFLOP/s
+    divide, and how they were counted (cubridge.bench.work)."""
 
     config: HeadConfig
     stats: MaskStats
+    flops: float
+    counting: str
 
     def __post_init__(self) -> None:
         st = self.stats

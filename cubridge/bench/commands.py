@@ -77,7 +77,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bench", help="time our kernel and the peers (docs/benchmark.md), verified before timing",
         description="Benchmark implementations of attention variants on the GPU. Every output "
         "is checked against a float64 reference before its time counts; TFLOP/s are on "
-        "allowed (q, k) pairs. Writes results.json, results.md and results.png.")
+        "allowed (q, k) pairs. Writes results.json, results.md, results.png and, with our "
+        "kernel among the implementations, summary.md (ours against the best peer and our "
+        "own causal).")
     p.add_argument("variants", nargs="*", metavar="VARIANT",
                    help="variant names (examples/specs/NAME.py) or spec files")
     p.add_argument("--all", action="store_true", help="every variant of docs/benchmark.md")
@@ -178,5 +180,7 @@ def run_command(args: argparse.Namespace) -> int:
     print()
     print(markdown_table(results))
     print()
+    if "summary" in paths:
+        print(paths["summary"].read_text())
     print("\n".join(f"{k}: {v}" for k, v in paths.items()))
     return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from cubridge.bench.runner import OK, CaseResult, ImplResult
+from cubridge.bench.summary import OURS, summary_markdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "cubridge.bench/1"
@@ -170,9 +171,43 @@ def render_markdown(meta: dict, results: Sequence[CaseResult]) -> str:
             shown = ", ".join(where[:4]) + (f" and {len(where) - 4} more" if len(where) > 4 else "")
             parts.append(f"- {key} [{shown}]")
         parts.append("")
+    counted: dict[str, list[str]] = {}
+    for r in results:
+        how = r.counting or "not recorded (written before results stated their counting)"
+        counted.setdefault(f"{r.variant}: {how}", []).append(f"{r.config}/S{r.seq_len}")
+    parts += ["## Counting", "", "How each case's allowed pairs and FLOPs were obtained "
+              "(docs/benchmark.md).", ""]
+    parts += [f"- {key} [{', '.join(where)}]" for key, where in counted.items()] + [""]
+    parts += peer_forms_section(results)
     refs = sorted({f"{r.variant}: {r.reference}" for r in results})
     parts += ["## Float64 references", "", *[f"- {x}" for x in refs], ""]
     return "\n".join(parts)
+
+
+def peer_forms_section(results: Sequence[CaseResult]) -> list[str]:
+    """How each implementation was given each variant (its notes: native flags,
+    dense masks, BlockMask, constants bound, tensors captured), as a table at
+    the first case of each variant (constants differ by S)."""
+    names = _impl_names(results)
+    rows = []
+    for variant in dict.fromkeys(r.variant for r in results):
+        first = next(r for r in results if r.variant == variant)
+        notes = {i.impl: i.note.replace("|", "/") for i in first.impls}
+        if any(notes.values()):
+            rows.append(f"| {variant} | {first.config}, S = {first.seq_len} | "
+                        + " | ".join(notes.get(n, "") for n in names) + " |")
+    if not rows:
+        return []
+    head = ["variant", "at", *names]
+    return ["## How each implementation was given the variant", "",
+            "| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows, ""]
+
+
+def render_summary(meta: dict, results: Sequence[CaseResult]) -> str:
+    """summary.md: ours against the best peer and our own causal, with the bars
+    (cubridge.bench.summary), under the run's provenance."""
+    return "\n".join(["# cubridge bench: ours against the peers", "", *meta_lines(meta), "",
+                      summary_markdown(results)])
 
 
 def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
@@ -216,13 +251,17 @@ def plot_png(path: Path, meta: dict, results: Sequence[CaseResult]) -> None:
 
 
 def write_reports(out_dir: Path, meta: dict, results: Sequence[CaseResult]) -> dict[str, Path]:
-    """results.json, results.md and results.png in out_dir; a plot that cannot be
+    """results.json, results.md, results.png and (with ours among them)
+    summary.md in out_dir; a plot that cannot be
     drawn (no matplotlib on the machine) is reported, the rest is still written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "results.json", "markdown": out_dir / "results.md",
              "png": out_dir / "results.png"}
     write_json(paths["json"], meta, results)
     paths["markdown"].write_text(render_markdown(meta, results))
+    if any(i.impl == OURS and i.status == OK for r in results for i in r.impls):
+        paths["summary"] = out_dir / "summary.md"
+        paths["summary"].write_text(render_summary(meta, results))
     try:
         plot_png(paths["png"], meta, results)
     except ImportError as exc:

@@ -13,10 +13,10 @@ import torch
 from cubridge.attention import HEAD_CONFIGS, HeadConfig, Shape
 from cubridge.bench.case import Case, case_scale, make_aux_on
 from cubridge.bench.check import check_output, tolerance_for
-from cubridge.bench.flops import count_allowed_pairs
 from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
 from cubridge.bench.peers import Impl, Unsupported
 from cubridge.bench.timing import Timer
+from cubridge.bench.work import count_work
 from cubridge.spec.inputs import make_qkv
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
@@ -64,6 +64,7 @@ class CaseResult:
     flops: float
     reference: str
     impls: list[ImplResult] = field(default_factory=list)
+    counting: str = ""  # how allowed_pairs and flops were obtained (cubridge.bench.work)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -130,7 +131,7 @@ def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer,
         ms = timer(prepared.run)
         if _restore_inputs(case, pristine):
             return ImplResult(impl.name, WRONG, note=note, reason="modified its inputs")
-        tflops = case.stats.flops / (ms * 1e-3) / 1e12
+        tflops = case.flops / (ms * 1e-3) / 1e12
         return ImplResult(impl.name, OK, ms, tflops, check.rel_err, check.max_abs, note)
     except Unsupported as exc:
         return ImplResult(impl.name, UNSUPPORTED, note=note, reason=str(exc))
@@ -150,9 +151,10 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -
     q, k, v = make_qkv(shape, config.dtype, "normal", gen)  # never zeros: docs/benchmark.md
     aux = make_aux_on(spec, shape, config.seed, device)
     mods = bind_mods(spec, aux)
-    stats = count_allowed_pairs(mods.mask_mod, shape, device)
+    work = count_work(spec, mods, shape, device, seed=config.seed)
     return Case(spec=spec, shape=shape, dtype=config.dtype, q=q, k=k, v=v, aux=aux, mods=mods,
-                scale=case_scale(spec, shape), config=cfg, stats=stats)
+                scale=case_scale(spec, shape), config=cfg, stats=work.stats, flops=work.flops,
+                counting=work.counting)
 
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
@@ -161,7 +163,8 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
     case = build_case(spec, cfg, seq_len, config)
     s, st = case.shape, case.stats
     result = CaseResult(spec.name, cfg.name, seq_len, s.b, s.hq, s.hk, s.d, st.allowed_pairs,
-                        st.density, st.structure, st.flops, reference="")
+                        st.density, st.structure, case.flops, reference="",
+                        counting=case.counting)
     try:
         agree, why = mods_agree_with_reference(spec, s, case.device, seed=config.seed)
     except Exception as exc:  # noqa: BLE001 - fall back to the spec's reference
@@ -211,4 +214,5 @@ def failed_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl]
     batch = config.tokens // seq_len if seq_len else 0
     return CaseResult(spec.name, cfg.name, seq_len, batch, cfg.hq, cfg.hk, cfg.d, 0, 0.0,
                       "unknown", 0.0, reference=f"case failed: {_short(exc)}",
+                      counting="not counted: the case failed",
                       impls=[ImplResult(i.name, SKIPPED, reason="case failed") for i in impls])

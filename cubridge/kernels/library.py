@@ -6,9 +6,9 @@ program (named in the metadata as "module:Class"). Entries are found in
 cubridge/kernels/, in the directories named by $CUBRIDGE_KERNEL_DIRS
 (os.pathsep-separated folders of entries) and through `register_kernel`.
 A directory without metadata.json (a CuIR program still waiting for its CUDA
-kernel) is not an entry.
+kernel) is not an entry. Choosing an entry for a device and a spec is
+cubridge.kernels.selection's.
 
-    kernel = select_kernel("sm_90a", head_dim=128, dtype=torch.bfloat16)
     kernel = get_kernel(name)                      # by name (`--kernel NAME`)
     compiled = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=text)
     runnable = kernel.launchable(128, torch.bfloat16, "sm_90a", hooks_header=text)
@@ -203,7 +203,8 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
     )
 
 
-def _arch_number(arch: str) -> int:
+def arch_number(arch: str) -> int:
+    """sm_90a -> 90, sm_100a -> 100: the order of architectures."""
     major, minor, _ = parse_arch(arch)
     return 10 * major + minor
 
@@ -294,7 +295,7 @@ class LibraryKernel:
                     normalizer: str | None = None) -> str:
         """Why this entry cannot serve the request ("" when it can)."""
         meta = self.metadata
-        if arch is not None and _arch_number(arch) < _arch_number(meta.min_arch):
+        if arch is not None and arch_number(arch) < arch_number(meta.min_arch):
             return f"needs {meta.min_arch} or newer (have {arch})"
         if head_dim is not None and head_dim not in meta.head_dims:
             return f"head dim {head_dim} not among {list(meta.head_dims)}"
@@ -588,107 +589,3 @@ def get_kernel(name: str) -> LibraryKernel:
     if name not in library:
         raise ValueError(f"no kernel {name!r} in the library (have: {', '.join(sorted(library))})")
     return library[name]
-
-
-def select_kernel(arch: str | None = None, head_dim: int | None = None,
-                  dtype: torch.dtype | None = None, normalizer: str | None = None, *,
-                  head_dim_v: int | None = None, kernel: str | LibraryKernel | None = None
-                  ) -> LibraryKernel:
-    """The entry to use: `kernel` when given (the `--kernel` override, by name
-    or object), else the highest-priority entry supporting the arch, head dim,
-    dtype and normaliser (newest minimum arch first among equals; with no arch,
-    the most portable entry first). With nothing
-    that fits, the first entry that supports the arch: its head dims then tell
-    the router that the variant changes tile shapes (the LLM path)."""
-    if isinstance(kernel, LibraryKernel):
-        return kernel
-    if kernel:
-        return get_kernel(kernel)
-    entries = list_kernels()
-    if not entries:
-        raise ValueError("the kernel library is empty")
-    if arch is None:  # no device known: the most portable entry first
-        order = sorted(entries, key=lambda k: (_arch_number(k.metadata.min_arch),
-                                               -k.metadata.priority, k.name))
-    else:
-        order = sorted(entries, key=lambda k: (-k.metadata.priority,
-                                               -_arch_number(k.metadata.min_arch), k.name))
-    for candidate in order:
-        if not candidate.unsupported(arch=arch, head_dim=head_dim, head_dim_v=head_dim_v,
-                                     dtype=dtype, normalizer=normalizer):
-            return candidate
-    if head_dim_v is not None and head_dim_v != head_dim:
-        # A V head dim of its own (MLA's 192/128) is a change only an entry whose
-        # source takes it as a macro can be edited into.
-        for candidate in order:
-            if candidate.takes_head_dim_v and not candidate.unsupported(arch=arch):
-                return candidate
-    for candidate in order:
-        if not candidate.unsupported(arch=arch):
-            return candidate
-    reasons = "; ".join(f"{k.name}: {k.unsupported(arch=arch)}" for k in order)
-    raise ValueError(f"no library kernel runs on {arch} ({reasons})")
-
-
-def select_for_spec(spec: Any, arch: str | None = None,
-                    kernel: str | LibraryKernel | None = None) -> LibraryKernel:
-    """`select_kernel` for a spec: its first head config, first dtype and normaliser."""
-    cfg = spec.configs[0]
-    chosen = select_kernel(arch, cfg.d, spec.dtypes[0] if spec.dtypes else None,
-                           spec.normalizer, head_dim_v=cfg.head_dim_v, kernel=kernel)
-    split = sorted({(c.d, c.head_dim_v) for c in spec.configs if c.head_dim_v != c.d})
-    if kernel and split and not chosen.takes_head_dim_v:
-        others = [k.name for k in list_kernels() if k.takes_head_dim_v
-                  and not k.unsupported(arch=arch)]
-        raise ValueError(
-            f"{chosen.name} cannot serve {spec.name}: its QK and V head dims differ "
-            f"({', '.join(f'{d}/{dv}' for d, dv in split)}) and {chosen.name}'s source has no "
-            "separate V head dim (no head_dim_v macro), so no edit of it can build the "
-            f"variant; use {' or '.join(others) or 'an entry that has one'} (leave --kernel "
-            "out to select it)")
-    return chosen
-
-
-def selection_reason(spec: Any, arch: str | None, chosen: LibraryKernel,
-                     override: str | LibraryKernel | None = None) -> str:
-    """Why `chosen` serves `spec` on `arch`, naming each entry passed over."""
-    if override:
-        return f"{chosen.name}: --kernel override"
-    cfg = spec.configs[0]
-    dtype = spec.dtypes[0] if spec.dtypes else None
-    passed = []
-    for k in list_kernels():
-        if k is chosen:
-            continue
-        why = k.unsupported(arch=arch, head_dim=cfg.d, head_dim_v=cfg.head_dim_v, dtype=dtype,
-                            normalizer=spec.normalizer)
-        if why and cfg.head_dim_v != cfg.d and not k.takes_head_dim_v:
-            why += (f"; {k.name} has no separate V head dim (its source has no head_dim_v "
-                    "macro), so it cannot be edited into this variant")
-        if why and (arch is None or not k.unsupported(arch=arch)):
-            passed.append(f"{k.name} not used: {why}")
-        elif not why and k.metadata.priority > chosen.metadata.priority:
-            passed.append(f"{k.name} not used")
-    fits = not chosen.unsupported(arch=arch, head_dim=cfg.d, head_dim_v=cfg.head_dim_v,
-                                  dtype=dtype, normalizer=spec.normalizer)
-    how = ("supports the spec's head dims, dtype and normaliser" if fits else
-           f"takes a V head dim apart from QK's ({chosen.metadata.defines['head_dim_v']}), the "
-           "nearest the LLM path can edit" if chosen.takes_head_dim_v and cfg.head_dim_v != cfg.d
-           else "the entry for this arch the LLM path can edit")
-    where = f" on {arch}" if arch else ""
-    return "; ".join([f"{chosen.name}{where}: {how}", *passed])
-
-
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
-              causal: bool = False, hooks_header: str | None = None,
-              aux: Sequence[torch.Tensor] = (), out: torch.Tensor | None = None,
-              lse: torch.Tensor | None = None, source: str | None = None,
-              kernel: str | LibraryKernel | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Forward attention with the library entry `select_kernel` picks for q (its
-    GPU's arch, head dim and dtype), or `kernel`; see LibraryKernel.attention.
-    q [B,Hq,Sq,D], k/v [B,Hk,Sk,D] (cubridge.attention conventions)."""
-    arch = device_arch(q.device) if q.is_cuda else None
-    d = q.shape[-1] if q.dim() else None
-    chosen = select_kernel(arch, d, q.dtype, kernel=kernel)
-    return chosen.attention(q, k, v, scale, causal, hooks_header, aux, out, lse, source)

@@ -100,6 +100,21 @@ class Request:
         """Content hash of the request (hex sha256), independent of provider and model."""
         return _sha256_json(self.to_json())
 
+    @property
+    def turn_hash(self) -> str:
+        """Hash of the request without the user turns after the model's first reply:
+        the opening prompt, the model's own replies so far and the sampling
+        parameters. Two requests with equal turn hashes are the same turn of the
+        same conversation, whatever the tool fed back in between (a compiler's
+        or a GPU's words, which differ from machine to machine)."""
+        data = self.to_json()
+        first_reply = next((i for i, m in enumerate(self.messages) if m.role == "assistant"),
+                           len(self.messages))
+        data["messages"] = [m.to_json() for i, m in enumerate(self.messages)
+                            if i < first_reply or m.role == "assistant"]
+        data["turn"] = sum(m.role == "assistant" for m in self.messages)
+        return _sha256_json(data)
+
     def prompt_chars(self) -> int:
         return sum(len(m.content) for m in self.messages)
 

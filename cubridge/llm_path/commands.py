@@ -94,7 +94,7 @@ def _lift(args: argparse.Namespace) -> int:
 
 
 def _lower(args: argparse.Namespace) -> int:
-    from cubridge.kernels import select_for_spec
+    from cubridge.kernels import choose_for_spec
     from cubridge.llm_path.lower import lower
     from cubridge.spec.loader import load
 
@@ -110,7 +110,9 @@ def _lower(args: argparse.Namespace) -> int:
     run_dir = RunDir(args.out or default or Path("runs") / (
         f"lower-{args.target.stem}-{content_hash(args.target.read_text())[:8]}"))
     client = _client(args, run_dir, "lower")
-    kernel = select_for_spec(load(spec), args.arch, args.kernel or None)
+    selection = choose_for_spec(load(spec), args.arch, args.kernel or None, "--arch")
+    print(f"[select] {selection}", file=sys.stderr)
+    kernel = selection.kernel
     result = lower(args.target, client, run_dir, Path(spec), settings_from_args(args),
                    kernel=kernel, arch=args.arch, correspondence=correspondence)
     return _finish(run_dir, client, result.source)

@@ -6,7 +6,9 @@ lift) with the changed methods marked, the numbered CUDA source and the edit
 action format. It is a ReAct loop: each reply's edit actions are applied to
 the source, the result is compiled with nvcc (errors, with the edited lines
 around them, go back), checked for register spills, and, where a GPU exists,
-launched and verified against the spec (the verifier's failures go back).
+verified against the spec and timed in a watched child process
+(cubridge.llm_path.gpu_check: a fault, trap or hang of the generated kernel ends
+the child, not the tool, and goes back to the model as a precise error).
 Without a GPU the stage verifies by compiling only and says so.
 Artifacts: RUN/kernel.cu (the edited source) and RUN/lower.json (the builds,
 in the format both paths share, cubridge.rundir.lower_record).
@@ -15,7 +17,6 @@ in the format both paths share, cubridge.rundir.lower_record).
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -24,8 +25,6 @@ from typing import Any
 
 import torch
 
-from cubridge.attention import Shape, default_scale
-from cubridge.bench.timing import TimingSettings, gpu_timer
 from cubridge.build import CompileError
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
@@ -34,16 +33,16 @@ from cubridge.llm import LLMClient, ReplyParseError, apply_edits, parse_edits, r
 from cubridge.llm.loop import Rejected
 from cubridge.llm_path.context import aux_table, launch_abi, method_sources, source_regions
 from cubridge.llm_path.correspondence import mapped_ranges, render_correspondence
+from cubridge.llm_path.gpu_check import GpuCheckResult, IsolatedGpuCheck
 from cubridge.llm_path.messages import edit_actions_help, numbered, stage_messages
 from cubridge.llm_path.programs import sandbox_limits
 from cubridge.llm_path.sampling import best_of_k
 from cubridge.llm_path.settings import StageFailed, StageSettings
 from cubridge.rundir import SOURCE_FILE, RunDir, StageRecord, content_hash, lower_record
 from cubridge.spec.loader import load
-from cubridge.spec.shapes import verification_shapes
-from cubridge.verify import verify
 
 STAGE = "lower"
+GPU_CHECK_DIR = "gpu_check"  # RUN/gpu_check/: each candidate's source and GPU-check job
 # Spill bytes an edited kernel may add to the unmodified kernel's own: a few
 # values reloaded once per key block cost little; more means the edit keeps
 # too much live.
@@ -60,6 +59,7 @@ class Lowered:
     cubins: list[str] = field(default_factory=list)
     verification: str = ""  # what was checked: compile-only or the GPU verifier's summary
     compiled: list[Any] = field(default_factory=list, repr=False)  # (Build, CompiledKernel)
+    time_ms: float | None = None  # the first build, timed in the GPU check's child
 
 
 def builds_for(spec: Any, kernel: LibraryKernel, target_config: dict[str, Any]
@@ -225,7 +225,7 @@ def compile_error_feedback(exc: Any, edited: str, source_name: str, build: Kerne
 
 def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[KernelBuild],
                    dtype: torch.dtype,
-                   gpu_check: Callable[[list[Any]], str] | None,
+                   gpu_check: Callable[[list[Any], str], GpuCheckResult] | None,
                    budgets: dict[str, int] | None = None) -> Lowered:
     """Apply the reply's edits, compile every build and hold each to its spill
     budget (`budgets` by build name, from spill_budgets; SPILL_BUDGET_BYTES
@@ -257,7 +257,8 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
         compiled.append((build, ck))
     lowered.compiled = compiled
     if gpu_check is not None:
-        lowered.verification = gpu_check(compiled)
+        checked = gpu_check(compiled, edited)  # raises Rejected on a failure, fault or hang
+        lowered.verification, lowered.time_ms = checked.verification, checked.time_ms
     else:
         spills = sum(r["spill_store_bytes"] + r["spill_load_bytes"]
                      for r in lowered.resources.values())
@@ -267,65 +268,9 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
     return lowered
 
 
-def _launcher(kernel: LibraryKernel, build: KernelBuild, dtype: torch.dtype,
-              compiled: Any) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """impl(q, k, v, scale=None, **aux) of one compiled build (aux in make_aux order)."""
-    runnable = kernel.attention_kernel(compiled, build.head_dim, dtype)
-
-    def impl(q, k, v, scale=None, **aux):  # noqa: ANN001, ANN202
-        b, hq, sq, d = q.shape
-        out = torch.empty((b, hq, sq, v.shape[3]), dtype=q.dtype, device=q.device)
-        lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
-        s = default_scale(d) if scale is None else float(scale)
-        runnable.run(q, k, v, s, list(aux.values()), out, lse)
-        return out, lse
-
-    return impl
-
-
-def gpu_verifier(spec: Any, kernel: LibraryKernel, dtype: torch.dtype,
-                 settings: StageSettings) -> Callable[[list[Any]], str]:
-    """Launch each build on the GPU and verify it against the spec; Rejected
-    with the failing cases otherwise."""
-
-    def check(compiled: list[Any]) -> str:
-        summaries = []
-        for build, ck in compiled:
-            configs = [c for c in spec.configs if (c.d, c.head_dim_v) == build.dims]
-            report = verify(spec, _launcher(kernel, build, dtype, ck), device="cuda",
-                            dtypes=[dtype], shapes=verification_shapes(configs),
-                            seed=settings.seed, require_lse=spec.returns_lse)
-            if not report.passed:
-                failures = "\n".join(f"{c.verdict}: {c.shape} {c.distribution}: {c.reason}"
-                                     for c in report.failures[:8])
-                raise Rejected(f"the compiled kernel fails the spec on the GPU: "
-                               f"{report.summary()}\n{failures}")
-            summaries.append(report.summary())
-        return "; ".join(summaries)
-
-    return check
-
-
-def gpu_time(spec: Any, kernel: LibraryKernel, dtype: torch.dtype,
-             seq_len: int = 4096) -> Callable[[Lowered], float]:
-    """Milliseconds of a verified candidate's first build on the spec's first
-    matching head config at Sq = Sk = seq_len (best-of-k keeps the fastest)."""
-    timer, _ = gpu_timer(TimingSettings())
-
-    def time_ms(lowered: Lowered) -> float:
-        build, ck = lowered.compiled[0]
-        cfg = next(c for c in spec.configs if (c.d, c.head_dim_v) == build.dims)
-        impl = _launcher(kernel, build, dtype, ck)
-        dev = torch.device("cuda")
-        q = torch.randn(1, cfg.hq, seq_len, cfg.d, device=dev, dtype=dtype)
-        k = torch.randn(1, cfg.hk, seq_len, cfg.d, device=dev, dtype=dtype)
-        v = torch.randn(1, cfg.hk, seq_len, cfg.head_dim_v, device=dev, dtype=dtype)
-        shape = Shape.from_config(cfg, b=1, sq=seq_len)
-        aux = dict(spec.make_aux(shape, torch.Generator().manual_seed(0), dev)) \
-            if spec.make_aux else {}
-        return float(timer(functools.partial(impl, q, k, v, **aux)))
-
-    return time_ms
+def gpu_here() -> bool:
+    """Whether candidates are verified on a GPU here (else by compiling only)."""
+    return torch.cuda.is_available()
 
 
 @dataclass
@@ -351,7 +296,10 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
                              correspondence=correspondence, description=description)
     description, builds, messages = inputs.description, inputs.builds, inputs.messages
     budgets = inputs.budgets
-    gpu = gpu_verifier(spec, kernel, dtype, settings) if torch.cuda.is_available() else None
+    gpu = IsolatedGpuCheck(kernel=kernel, spec_path=Path(spec_path), dtype=dtype, arch=arch,
+                           seed=settings.seed, silence_s=settings.gpu_timeout_s,
+                           workdir=run_dir.file(GPU_CHECK_DIR)) \
+        if gpu_here() else None
     key = content_hash(client.provider.kind, client.provider.model,
                        json.dumps([m.to_json() for m in messages]), repr(settings), arch,
                        str(gpu is not None))
@@ -362,7 +310,9 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
             lambda r: check_lowering(r, kernel, arch, builds, dtype, gpu, budgets),
             settings, describe=lambda v: {"edits": v.edits, "resources": v.resources,
                                           "verification": v.verification},
-            timer=gpu_time(spec, kernel, dtype) if gpu is not None else None)
+            timer=(lambda v: v.time_ms) if gpu is not None else None,
+            untimed="kept the first candidate that compiled within the spill budget; "
+                    "nothing was run or timed (no CUDA GPU here)")
         lowered: Lowered = selection.best.value
         run_dir.write(SOURCE_FILE, lowered.source)
         run_dir.write("lower.json", json.dumps(lower_record(

@@ -57,8 +57,11 @@ def best_of_k(
     *,
     describe: Callable[[T], Any] | None = None,
     timer: Callable[[T], float] | None = None,
+    untimed: str = "timing unavailable: kept the first verified candidate",
 ) -> Selection[T]:
     """Draw candidates until k are verified (or the first, without a timer).
+    `untimed` says how the kept candidate was chosen when there is no timer,
+    in the stage's own terms (a lowering without a GPU ran nothing).
     Raises StageFailed when none passes; BudgetExceeded and ProviderError
     propagate (the transcripts so far stay on disk, a rerun resumes)."""
     candidates: list[Candidate[T]] = []
@@ -81,7 +84,7 @@ def best_of_k(
         raise StageFailed(f"[{client.stage}] no verified candidate out of {settings.k}: "
                           + " | ".join(failures))
     if timer is None:
-        note = "timing unavailable: kept the first verified candidate"
+        note = untimed
         best = candidates[0]
     else:
         best = min(candidates, key=lambda c: c.time_ms if c.time_ms is not None else 1e30)

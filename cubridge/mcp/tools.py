@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cubridge.mcp.protocol import ToolError
+
+class ToolError(Exception):
+    """A tool could not do what was asked; the message goes to the agent as a
+    tool result with isError (not a protocol error)."""
 
 
 @dataclass(frozen=True)
@@ -199,61 +202,66 @@ def _require_gpu() -> None:
 
 def verify_gpu(source: str, spec: str, arch: str | None = None,
                config: dict[str, Any] | None = None, kernel: str | None = None) -> str:
+    """In a watched child process (cubridge.llm_path.gpu_check): a kernel that
+    faults or hangs ends the child, not the server."""
     _require_gpu()
     import torch
 
     from cubridge.build.driver import device_arch
     from cubridge.llm.loop import Rejected
-    from cubridge.llm_path.lower import gpu_verifier
+    from cubridge.llm_path.gpu_check import IsolatedGpuCheck
 
     loaded, lib, builds = _builds(spec, kernel, config)
     arch = arch or device_arch(torch.device("cuda"))
     dtype = loaded.dtypes[0]
     text = _file(source, "CUDA source").read_text()
     compiled = [(b, lib.compile_build(b, dtype, arch, source=text)) for b in builds]
+    settings = _settings()
+    check = IsolatedGpuCheck(kernel=lib, spec_path=Path(spec), dtype=dtype, arch=arch,
+                             seed=settings.seed, silence_s=settings.gpu_timeout_s)
     try:
-        return gpu_verifier(loaded, lib, dtype, _settings())(compiled)
+        result = check(compiled, text)
     except Rejected as exc:
         raise ToolError(str(exc)) from None
+    timed = f"; {result.time_ms:.3f} ms" if result.time_ms is not None else ""
+    return f"{result.verification}{timed}"
 
 
 def benchmark(source: str, spec: str, seq_len: int = 4096, config: dict[str, Any] | None = None,
               kernel: str | None = None) -> str:
+    """Verified, then timed, in the watched child of cubridge.llm_path.gpu_check: the
+    first build on the spec's first matching head config, B = 1, Sq = Sk = seq_len."""
     _require_gpu()
-    import functools
-
     import torch
 
-    from cubridge.attention import Shape, attention_flops, default_scale
-    from cubridge.bench.timing import TimingSettings, gpu_timer
+    from cubridge.attention import attention_flops
     from cubridge.build.driver import device_arch
+    from cubridge.llm.loop import Rejected
+    from cubridge.llm_path.gpu_check import IsolatedGpuCheck
 
     loaded, lib, builds = _builds(spec, kernel, config)
-    timer, how = gpu_timer(TimingSettings())
     arch = device_arch(torch.device("cuda"))
     dtype = loaded.dtypes[0]
     text = _file(source, "CUDA source").read_text()
-    rows = []
-    for cfg in loaded.configs:
-        build = next(b for b in builds if b.dims == (cfg.d, cfg.head_dim_v))
-        runnable = lib.attention_kernel(lib.compile_build(build, dtype, arch, source=text),
-                                        cfg.d, dtype)
-        shape = Shape.from_config(cfg, b=1, sq=seq_len)
-        q = torch.randn(1, cfg.hq, seq_len, cfg.d, device="cuda", dtype=dtype)
-        k = torch.randn(1, cfg.hk, seq_len, cfg.d, device="cuda", dtype=dtype)
-        v = torch.randn(1, cfg.hk, seq_len, cfg.head_dim_v, device="cuda", dtype=dtype)
-        gen = torch.Generator().manual_seed(0)
-        aux = list((loaded.make_aux(shape, gen, torch.device("cuda")) or {}).values()) \
-            if loaded.make_aux else []
-        out = torch.empty(1, cfg.hq, seq_len, cfg.head_dim_v, device="cuda", dtype=dtype)
-        lse = torch.empty(1, cfg.hq, seq_len, device="cuda", dtype=torch.float32)
-        ms = timer(functools.partial(runnable.run, q, k, v, default_scale(cfg.d), aux, out, lse))
-        pairs = seq_len * seq_len  # every pair: causal variants count half below
-        if build.causal:
-            pairs = seq_len * (seq_len + 1) // 2
-        tflops = attention_flops(pairs, cfg.hq, cfg.d, cfg.head_dim_v) / (ms * 1e-3) / 1e12
-        rows.append(f"{cfg.name} S={seq_len}: {ms:.3f} ms, {tflops:.0f} TFLOP/s")
-    return f"{torch.cuda.get_device_name()} ({how}):\n" + "\n".join(rows)
+    compiled = [(b, lib.compile_build(b, dtype, arch, source=text)) for b in builds]
+    settings = _settings()
+    check = IsolatedGpuCheck(kernel=lib, spec_path=Path(spec), dtype=dtype, arch=arch,
+                             seed=settings.seed, silence_s=settings.gpu_timeout_s,
+                             time_seq_len=seq_len)
+    try:
+        result = check(compiled, text)
+    except Rejected as exc:
+        raise ToolError(str(exc)) from None
+    build = builds[0]
+    cfg = next(c for c in loaded.configs if (c.d, c.head_dim_v) == build.dims)
+    # Pairs as the build computes them (causal or all); `cubridge bench` counts a
+    # spec's own allowed pairs.
+    pairs = seq_len * (seq_len + 1) // 2 if build.causal else seq_len * seq_len
+    ms = result.time_ms or float("nan")
+    tflops = attention_flops(pairs, cfg.hq, cfg.d, cfg.head_dim_v) / (ms * 1e-3) / 1e12
+    return (f"{result.device}: verified ({result.verification}); {cfg.name} S={seq_len} B=1: "
+            f"{ms:.3f} ms, {tflops:.0f} TFLOP/s on {'causal' if build.causal else 'all'} "
+            "pairs")
 
 
 _CONFIG = ("object", "tile config of the build (the kernel's config fields, causal)")
@@ -297,8 +305,8 @@ TOOLS: dict[str, Tool] = {
                                spec=("string", "spec file"), arch=("string", "default: GPU's"),
                                config=_CONFIG, kernel=_KERNEL),
                        verify_gpu),
-    "benchmark": Tool("Time the compiled kernel on the GPU per head config of the spec "
-                      "(needs a GPU).",
+    "benchmark": Tool("Verify, then time the compiled kernel on the GPU (the first build, "
+                      "the spec's first matching head config, batch 1; needs a GPU).",
                       _schema(["source", "spec"], source=("string", ".cu file"),
                               spec=("string", "spec file"), seq_len=("integer", "default 4096"),
                               config=_CONFIG, kernel=_KERNEL),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cubridge.llm.config import add_llm_arguments, config_from_args
 from cubridge.llm_path.commands import add_stage_command_arguments
+from cubridge.llm_path.settings import add_stage_arguments
 
 
 def _ints(text: str) -> list[int]:
@@ -43,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--configs", type=_names, help="benchmark head configs (default: the spec's)")
     p.add_argument("--peers", type=_names, help="peers to benchmark (default: all)")
     p.add_argument("--seed", type=int, help="seed of the verifiers' random inputs")
-    add_llm_arguments(p)  # the LLM path's provider, model, budgets... (cubridge llm config)
+    # The LLM path's loop (--rounds, --k, --temperature...), provider, model, budgets.
+    add_stage_arguments(p, seed=False)
+    add_llm_arguments(p)
     p.set_defaults(func=run_command)
 
     t = subparsers.add_parser(
@@ -61,19 +64,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from cubridge.llm import LLMError
     from cubridge.llm.config import FLAG_HELP
+    from cubridge.llm_path.settings import settings_from_args
     from cubridge.pipeline.run import RunOptions, VerificationFailed, run
     from cubridge.spec import SpecError
 
     try:  # flags over environment over config file; without flags the LLM path reads the rest
         given = any(getattr(args, f"llm_{k}", None) is not None for k in FLAG_HELP)
         llm_config = config_from_args(args) if given or args.llm_config else None
-    except LLMError as exc:
+        llm_settings = settings_from_args(args)
+    except (LLMError, ValueError) as exc:
         print(f"cubridge run: {exc}", file=sys.stderr)
         return 2
     opts = RunOptions(kernel=args.kernel or None, out=args.out, arch=args.arch,
                       bench=not args.no_bench, bench_seq_lens=args.seq_lens,
                       bench_configs=args.configs, bench_peers=args.peers, seed=args.seed,
-                      llm_config=llm_config)
+                      llm_config=llm_config, llm_settings=llm_settings)
     try:
         result = run(args.spec, opts)
     except (SpecError, VerificationFailed, FileNotFoundError, ValueError) as exc:

@@ -27,8 +27,7 @@ from typing import Any
 
 import torch
 
-from cubridge.kernels import select_for_spec
-from cubridge.kernels.library import selection_reason
+from cubridge.kernels import choose_for_spec
 from cubridge.llm import LLMClient, LLMConfig, load_config
 from cubridge.llm.loop import RoundsExhausted, ask_until_valid
 from cubridge.llm_path.settings import StageSettings
@@ -147,13 +146,14 @@ def evaluate_spec(path: Path, config: LLMConfig, out: Path, settings: EvalSettin
     result = SpecResult(path.stem, str(path))
     try:
         spec = load(path)
-        kernel = select_for_spec(spec, settings.arch, settings.kernel)
+        selection = choose_for_spec(spec, settings.arch, settings.kernel)
+        kernel = selection.kernel
         route = choose_path(spec, kernel)
     except Exception as exc:  # noqa: BLE001 - a bad spec is a line of the report
         result.skipped = f"{type(exc).__name__}: {exc}"
         return result
     result.spec, result.kernel = spec.name, kernel.name
-    result.kernel_reason = selection_reason(spec, settings.arch, kernel, settings.kernel)
+    result.kernel_reason = str(selection)
     if route.path == "rules":
         result.skipped = f"rules path ({route.reason}): no LLM task"
         return result
@@ -172,17 +172,24 @@ def evaluate_spec(path: Path, config: LLMConfig, out: Path, settings: EvalSettin
             target = run_dir.write(IR_FILENAME, program.source)
             started = time.perf_counter()
             inputs = llm_lower.lowering_inputs(target, kernel, path, settings.arch, stage)
-            check_gpu = llm_lower.gpu_verifier(spec, kernel, dtype, stage) if gpu else None
+            check_gpu = llm_lower.IsolatedGpuCheck(
+                kernel=kernel, spec_path=Path(path), dtype=dtype, arch=settings.arch,
+                seed=stage.seed, silence_s=stage.gpu_timeout_s,
+                workdir=run_dir.file(llm_lower.GPU_CHECK_DIR),
+                time_seq_len=settings.seq_len) if gpu else None
             client = LLMClient.from_config(config, run_dir.path, "lower", log=lambda _: None)
             compiled: list[bool] = []
 
             def check(reply: str, _inputs: Any = inputs, _gpu: Any = check_gpu,
                       _compiled: list[bool] = compiled) -> Any:
+                # compiled within the budget, then (on a GPU) verified and timed in a
+                # watched child: a compile failure raises before _compiled is marked
                 lowered = llm_lower.check_lowering(reply, kernel, settings.arch,
                                                    _inputs.builds, dtype, None, _inputs.budgets)
-                _compiled.append(True)  # it compiled within the budget
+                _compiled.append(True)
                 if _gpu is not None:
-                    lowered.verification = _gpu(lowered.compiled)
+                    checked = _gpu(lowered.compiled, lowered.source)
+                    lowered.verification, lowered.time_ms = checked.verification, checked.time_ms
                 return lowered
 
             lowered, sample.lower = _ask(client, inputs.messages, check, settings, s)
@@ -191,8 +198,7 @@ def evaluate_spec(path: Path, config: LLMConfig, out: Path, settings: EvalSettin
             if gpu and compiled:
                 sample.gpu = lowered is not None
                 if lowered is not None:
-                    sample.time_ms = llm_lower.gpu_time(spec, kernel, dtype,
-                                                        settings.seq_len)(lowered)
+                    sample.time_ms = lowered.time_ms
         result.samples.append(sample)
         log(f"[eval] {spec.name} sample {s}: IR {'pass' if sample.ir else 'FAIL'}, compile "
             f"{'pass' if sample.compile else 'FAIL'}, GPU "
@@ -206,17 +212,24 @@ def source_causal_ms(spec: Any, kernel: Any, settings: EvalSettings) -> float:
     """The unmodified library kernel's causal build at the timing shape."""
     import functools
 
+    from cubridge.attention import default_scale
     from cubridge.bench.timing import TimingSettings, gpu_timer
     from cubridge.build.driver import device_arch
-    from cubridge.llm_path.lower import _launcher, reference_build
+    from cubridge.llm_path.lower import reference_build
 
     cfg = spec.configs[0]
     dtype = spec.dtypes[0]
     build = reference_build(kernel, kernel.build_for(cfg.d, cfg.head_dim_v, {}, causal=True))
     dev = torch.device("cuda")
     ck = kernel.compile_build(build, dtype, device_arch(dev))
-    impl = _launcher(kernel, build, dtype, ck)
+    runnable = kernel.attention_kernel(ck, build.head_dim, dtype)  # the expert's own source
     d = build.head_dim
+
+    def impl(q, k, v):  # noqa: ANN001, ANN202
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        runnable.run(q, k, v, default_scale(d), [], out, lse)
+        return out
     q = torch.randn(1, cfg.hq, settings.seq_len, d, device=dev, dtype=dtype)
     k = torch.randn(1, cfg.hk, settings.seq_len, d, device=dev, dtype=dtype)
     v = torch.randn(1, cfg.hk, settings.seq_len, d, device=dev, dtype=dtype)

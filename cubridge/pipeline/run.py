@@ -3,13 +3,15 @@
 The run checks the spec first (`cubridge spec check`: its mods against its
 reference, up to lengths past twice its largest integer constant; a bad spec
 is blamed with its file:line before any stage), picks a library entry
-(`select_kernel`, or `--kernel`), decides the path once (`pipeline.route`:
+(`choose_for_spec`, or `--kernel`; the reason is printed as `[select]` and
+kept in plan.json and report.md), decides the path once (`pipeline.route`:
 the deterministic hook rules when the variant's change stays inside the
 entry's hook points, the LLM stages otherwise) and runs the stages, each
 writing its artifacts into the run directory and printing one line
 (RunDir.stage):
 
-    check -> load -> route -> transfer -> [verify-ir] -> lower -> compile -> verify-gpu -> bench
+    check -> load -> select -> route -> transfer -> [verify-ir] -> lower -> compile
+          -> verify-gpu -> bench
 
 Both paths write the same artifacts (cubridge.rundir names them) and end in
 one `CompiledVariant`. A stage whose inputs are unchanged is reused from the
@@ -41,8 +43,7 @@ from cubridge.build.driver import device_arch
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.ir import attention_fn
-from cubridge.kernels import LibraryKernel, select_for_spec
-from cubridge.kernels.library import selection_reason
+from cubridge.kernels import LibraryKernel, Selection, choose_for_spec
 from cubridge.llm import LLMClient, LLMConfig, LLMError, load_config
 from cubridge.llm_path import StageFailed, StageSettings
 from cubridge.llm_path import lower as llm_lower
@@ -144,6 +145,7 @@ class _Run:
     run_dir: RunDir
     base: str  # content hash of the spec, the generators and the kernel
     opts: RunOptions
+    selection: Selection  # the kernel, and why (plan.json, report.md, [select])
 
 
 def _generator_digest(kernel: LibraryKernel) -> str:
@@ -155,13 +157,15 @@ def _generator_digest(kernel: LibraryKernel) -> str:
     return content_hash(*parts)
 
 
-def target_arch(arch: str | None) -> str:
-    """The arch to compile for: the given one, the GPU's, else sm_90a."""
+def target_arch(arch: str | None) -> tuple[str, str]:
+    """The arch to compile for (the given one, the GPU's, else sm_90a) and
+    where it came from, for the selection's reason."""
     if arch:
-        return arch
+        return arch, "--arch"
     if torch.cuda.is_available():
-        return device_arch(torch.device("cuda"))
-    return DEFAULT_ARCH
+        device = torch.device("cuda")
+        return device_arch(device), f"this GPU: {torch.cuda.get_device_name(device)}"
+    return DEFAULT_ARCH, "no GPU here: the default compile target"
 
 
 def _head_dims(spec: Spec) -> list[int]:
@@ -191,13 +195,14 @@ def _start(spec_path: str | Path, opts: RunOptions, *, check: bool = False
     spec_path = Path(spec_path)
     spec = load(spec_path)  # raises SpecError with file:line for a bad spec
     spec_text = read_spec_source(spec_path)
-    arch = target_arch(opts.arch)
-    kernel = select_for_spec(spec, arch, opts.kernel)
+    arch, arch_source = target_arch(opts.arch)
+    selection = choose_for_spec(spec, arch, opts.kernel, arch_source)
+    kernel = selection.kernel
     digest = _generator_digest(kernel)
     out = opts.out or Path("runs") / f"{spec.name}-{content_hash(spec_text, digest)[:10]}"
     run_dir = RunDir(out, log=opts.log)
     ctx = _Run(spec, spec_path, spec_text, kernel, arch, run_dir,
-               content_hash(spec_text, digest, kernel.name), opts)
+               content_hash(spec_text, digest, kernel.name), opts, selection)
     if check:
         _spec_check(ctx)  # a bad spec is blamed (file:line) before any stage
     route = choose_path(spec, kernel)  # the run's one tracing of the spec's mods
@@ -268,17 +273,22 @@ def _load_and_route(ctx: _Run, route: Route) -> None:
                        f"configs {[c.name for c in spec.configs]}, dtypes "
                        f"{[str(d).removeprefix('torch.') for d in spec.dtypes]}")
 
-    kernel_reason = selection_reason(spec, ctx.arch, ctx.kernel, ctx.opts.kernel)
+    def select_stage(rec: StageRecord) -> None:
+        rec.data["selection"] = ctx.selection.to_json()
+        rec.summary = str(ctx.selection)
 
     def route_stage(rec: StageRecord) -> None:
-        run_dir.write(PLAN_FILE, json.dumps({**route.to_json(), "kernel_reason": kernel_reason},
-                                            indent=1))
+        plan = {**route.to_json(), "selection": ctx.selection.to_json()}
+        run_dir.write(PLAN_FILE, json.dumps(plan, indent=1))
         rec.artifacts.append(PLAN_FILE)
         rec.data["path"] = route.path
-        rec.summary = f"{route} -> {PLAN_FILE}; kernel {kernel_reason}"
+        rec.summary = f"{route} -> {PLAN_FILE}"
 
+    # The selection's reason names the device: a run on another GPU restates it.
+    selected = content_hash(ctx.base, str(ctx.selection))
     run_dir.run_stage("load", ctx.base, load_stage)
-    run_dir.run_stage("route", ctx.base, route_stage)
+    run_dir.run_stage("select", selected, select_stage)
+    run_dir.run_stage("route", selected, route_stage)
 
 
 def _compile(ctx: _Run, variant: CompiledVariant) -> None:
@@ -344,11 +354,18 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
         raise StopRun("no CUDA GPU visible: stopped after compiling (cubins in "
                       f"{run_dir.path}); run again on a GPU machine to verify and benchmark")
 
+    # A kernel the LLM edited is generated code: it runs in a worker process (its
+    # kernel.py), where a fault or a hang ends the worker, not the run.
+    generated = variant.path == "llm"
+    impl = f"{run_dir.file(KERNEL_MODULE)}:attention" if generated else variant
+    timeout = (opts.llm_settings or StageSettings()).gpu_timeout_s
+
     def body(rec: StageRecord) -> None:
-        report = verify(spec, variant, device="cuda", shapes=_gpu_shapes(spec),
-                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse)
+        report = verify(spec, impl, device="cuda", shapes=_gpu_shapes(spec),
+                        trials=opts.gpu_trials, seed=opts.seed, require_lse=spec.returns_lse,
+                        isolate=generated, timeout_s=timeout)
         _record_verification(run_dir, rec, report, "verify_gpu", "kernel (GPU)",
-                             "kernel vs spec")
+                             "kernel vs spec" + (" (isolated worker)" if generated else ""))
 
     run_dir.run_stage("verify-gpu", content_hash(_device_key(ctx.base), str(opts.gpu_trials),
                                                  variant.fingerprint()), body)
@@ -375,6 +392,7 @@ def _bench(ctx: _Run, variant: CompiledVariant) -> None:
         ok = [r for r in ours if r.status == OK]
         best = max((r.tflops or 0.0 for r in ok), default=0.0)
         rec.data["table"] = markdown_table(results)
+        rec.data["counting"] = sorted({c.counting for c in results})
         rec.summary = (f"{len(ok)}/{len(ours)} cases verified and timed, best "
                        f"{best:.0f} TFLOP/s -> bench/")
         if len(ok) != len(ours):
@@ -386,7 +404,8 @@ def _bench(ctx: _Run, variant: CompiledVariant) -> None:
 
 def _write_report(ctx: _Run, result: RunResult) -> None:
     spec, run_dir = ctx.spec, ctx.run_dir
-    lines = [f"# cubridge run: {spec.name}", "", spec.description, ""]
+    lines = [f"# cubridge run: {spec.name}", "", spec.description, "",
+             f"Kernel: {ctx.selection}", ""]
     lines += ["| stage | result | seconds |", "|---|---|---|"]
     for rec in run_dir.stages.values():
         lines.append(f"| {rec.name} | {rec.summary} | {rec.seconds:.1f} |")
@@ -395,6 +414,7 @@ def _write_report(ctx: _Run, result: RunResult) -> None:
     bench = run_dir.stages.get("bench")
     if bench is not None:
         lines += ["", "## Benchmark (TFLOP/s on allowed pairs)", "", bench.data.get("table", ""),
+                  "", *[f"Counting: {how}" for how in bench.data.get("counting", [])],
                   "", "Device, date, commit and command: bench/results.md."]
     run_dir.write("report.md", "\n".join(lines) + "\n")
 

@@ -257,6 +257,10 @@ def load(path: str | Path) -> Spec:
         score_mod = _check_signature(score_mod, "score_mod",
                                      ("score", "b", "h", "q_idx", "kv_idx"),
                                      f.where("score_mod"), var_kw_ok=True)
+    flops = f.get("flops")
+    if flops is not None:
+        flops = _check_signature(flops, "flops", ("shape", "allowed_pairs"), f.where("flops"),
+                                 var_kw_ok=False)
     normalizer = f.get("NORMALIZER", "softmax")
     if normalizer not in NORMALIZERS:
         raise SpecError(f"NORMALIZER = {normalizer!r}; use one of {NORMALIZERS}",
@@ -282,6 +286,7 @@ def load(path: str | Path) -> Spec:
         tolerances=_tolerances(f), mask_mod=mask_mod, score_mod=score_mod,
         normalizer=normalizer, returns_lse=normalizer == "softmax",
         scale=float(scale) if scale is not None else None, aux_shapes=_aux_shapes(f),
+        flops=flops,
     )
     return _smoke(spec, f)
 

@@ -61,3 +61,6 @@ class Spec:
     # no mods: plain attention). False for a spec without mods whose reference
     # does more (cosine scores, extra masks): peers and hook codegen cannot use it.
     mods_describe_reference: bool = True
+    # flops(shape, allowed_pairs) -> forward FLOPs, for a structure whose matrix
+    # work is not 4 * pairs * D (differential attention); None: that default.
+    flops: Callable[[Shape, int], float] | None = None

@@ -4,7 +4,9 @@
 `PEERS[name].prepare(problem)` does the work a user does once (build a mask,
 a BlockMask, transpose to another layout) and returns the call to time; it
 raises `Unsupported` when the peer cannot express the variant or is not
-installed. `cubridge bench` times the prepared calls (cubridge.bench.peers).
+installed. Each peer gets the variant in the form its users write it
+(cubridge.verify.peer_forms): 0-d aux as Python constants, FA4's own flags.
+`cubridge bench` times the prepared calls (cubridge.bench.peers).
 With `exact=True` a peer computes what the verifier compares (an LSE where it
 has one, float32 where the input dtype would miss the tolerances, zeros for
 rows with no allowed key); `eager_impl`, `sdpa_impl` and `flex_impl` are those
@@ -16,9 +18,10 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
 - sdpa: torch SDPA, native is_causal for full/causal masks, else a dense bool
   mask or a dense additive bias (SDPA takes no other score_mod);
 - flex_triton / flex_flash: FlexAttention with a BlockMask from the mask_mod,
-  compiled (Triton, or the FLASH backend of flash-attn-4); `flex_impl` runs it
-  eager by default (works on CPU);
-- fa4: FlashAttention-4 where its flags express the variant.
+  built once per shape, compiled (Triton, or the FLASH backend of
+  flash-attn-4); `flex_impl` runs it eager by default (works on CPU);
+- fa4: FlashAttention-4 where its flags express the variant (causal,
+  window_size, softcap); it imports lazily and says so when not installed.
 """
 
 from __future__ import annotations
@@ -39,14 +42,16 @@ from cubridge.spec.grids import (
     eval_score_bias,
     index_grid,
     is_additive,
-    softcap_of,
 )
 from cubridge.spec.mods import BoundMods
 from cubridge.verify.candidate import impl_factory
-
-
-class Unsupported(ValueError):
-    """This peer cannot run this variant here (the message says why)."""
+from cubridge.verify.peer_forms import (
+    Unsupported,
+    bound_constants,
+    captured_tensors,
+    constant_mods,
+    fa4_flags,
+)
 
 
 def first_tensor(result: object) -> torch.Tensor:
@@ -80,6 +85,11 @@ class PeerProblem:
     @property
     def device(self) -> torch.device:
         return self.q.device
+
+    def constant_mods(self) -> BoundMods:
+        """The mods as a peer's user writes them: 0-d aux as Python constants
+        (cubridge.verify.peer_forms.constant_mods)."""
+        return constant_mods(self.spec, self.aux)
 
     @property
     def is_plain_softmax(self) -> bool:
@@ -185,7 +195,8 @@ def prepare_sdpa(problem: PeerProblem, exact: bool = False) -> Prepared:
     with no allowed key set to 0."""
     if problem.spec.normalizer != "softmax":
         raise Unsupported(f"SDPA has no {problem.spec.normalizer} normaliser")
-    q, k, v, scale, mods = problem.q, problem.k, problem.v, problem.scale, problem.mods
+    q, k, v, scale = problem.q, problem.k, problem.v, problem.scale
+    mods = problem.constant_mods()
     gqa = problem.shape.hq != problem.shape.hk
     structure = problem.structure
     if problem.spec.score_mod is None and structure in ("full", "causal"):
@@ -270,9 +281,10 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
             if not flash_attn_cute_available():
                 raise Unsupported("Flex FLASH backend needs flash-attn-4 (flash_attn.cute)")
             options = {"BACKEND": "FLASH"}
-        s, mods = problem.shape, problem.mods
+        s, mods = problem.shape, problem.constant_mods()
         block_mask = None
         if mods.mask_mod is not None and problem.structure != "full":
+            # Once per shape, untimed: what a user does before the first call.
             block_mask = create_block_mask(
                 mods.mask_mod, s.b if problem.depends_on_batch else None,
                 s.hq if problem.depends_on_head else None, s.sq, s.sk, device=problem.device)
@@ -282,7 +294,7 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
                       enable_gqa=s.hq != s.hk)
         if options:
             kwargs["kernel_options"] = options
-        note = "BlockMask" if block_mask is not None else ""
+        note = flex_note(problem, block_mask is not None, mods)
         if not exact:
             return Prepared(lambda: flex(q, k, v, **kwargs), note=note)
 
@@ -297,32 +309,39 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
     return prepare_flex
 
 
-def prepare_fa4(problem: PeerProblem, exact: bool = False) -> Prepared:
-    """FlashAttention-4 where its flags express the variant: full, causal,
-    causal sliding window, each with an optional softcap."""
-    if problem.spec.normalizer != "softmax":
-        raise Unsupported(f"FA4 has no {problem.spec.normalizer} normaliser")
+def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods) -> str:
+    """How FlexAttention was given the variant: its BlockMask, the 0-d aux bound
+    as constants, the tensors its mods capture."""
+    constants = bound_constants(problem.spec, problem.aux)
+    tensors = sorted(set(captured_tensors(mods.mask_mod) + captured_tensors(mods.score_mod)))
+    parts = ["BlockMask" if block_mask else "",
+             ", ".join(f"{n}={v}" for n, v in constants.items()),
+             f"captures {', '.join(tensors)}" if tensors else ""]
+    return "; ".join(p for p in parts if p)
+
+
+def _import_fa4() -> Callable[..., object]:
+    """flash_attn.cute.flash_attn_func, imported on first use (optional)."""
     if not flash_attn_cute_available():
         raise Unsupported("flash-attn-4 (flash_attn.cute) is not installed")
-    structure = problem.structure
-    if structure not in ("full", "causal") and problem.window is None:
-        raise Unsupported(f"FA4 flags cannot express a {structure or 'general'} mask")
-    softcap = 0.0
-    if problem.spec.score_mod is not None:
-        cap = softcap_of(problem.mods.score_mod, problem.device)
-        if cap is None:
-            raise Unsupported("FA4 flags cannot express this score_mod (only softcap)")
-        softcap = cap
-    from flash_attn.cute import flash_attn_func  # optional: flash-attn-4
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as exc:  # noqa: BLE001 - a broken install is reported, not raised
+        raise Unsupported(f"flash-attn-4 is installed but does not import: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    return flash_attn_func
 
-    window = (problem.window - 1, 0) if problem.window is not None else (None, None)
+
+def prepare_fa4(problem: PeerProblem, exact: bool = False) -> Prepared:
+    """FlashAttention-4 with its own flags (cubridge.verify.peer_forms.fa4_flags):
+    full, causal, causal sliding window (window_size), each with a softcap."""
+    flags = fa4_flags(problem.spec, problem.shape, problem.structure, problem.window,
+                      problem.constant_mods().score_mod, problem.device)
+    flash_attn_func = _import_fa4()
     # FA4 takes [B, S, H, D]; the transposes are the user's one-off layout work.
     q, k, v = (t.transpose(1, 2).contiguous() for t in (problem.q, problem.k, problem.v))
-    kwargs = dict(softmax_scale=problem.scale, causal=structure != "full", window_size=window,
-                  softcap=softcap)
-    note = ", ".join(x for x in ("window" if problem.window else "",
-                                 "softcap" if softcap else "") if x)
-    return Prepared(lambda: flash_attn_func(q, k, v, **kwargs), note=note,
+    kwargs = dict(softmax_scale=problem.scale, **flags.kwargs())
+    return Prepared(lambda: flash_attn_func(q, k, v, **kwargs), note=flags.note,
                     to_standard=lambda r: first_tensor(r).transpose(1, 2))
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cubridge.kernels import get_kernel, select_for_spec
-from cubridge.kernels.library import selection_reason
+from cubridge.kernels import choose_for_spec, get_kernel, select_for_spec
 from cubridge.spec import load
 
 SPECS = Path(__file__).resolve().parents[2] / "examples" / "specs"
@@ -20,19 +19,18 @@ def test_mla_on_hopper_selects_fa_sm80_and_says_why():
     chosen = select_for_spec(spec, "sm_90a")
     assert chosen.name == "fa_sm80" and chosen.takes_head_dim_v
     assert not get_kernel("fa_sm90").takes_head_dim_v
-    reason = selection_reason(spec, "sm_90a", chosen)
-    assert reason.startswith("fa_sm80 on sm_90a: takes a V head dim apart from QK's "
-                             "(CUBRIDGE_HEAD_DIM_V)")
-    assert "fa_sm90 not used: head dim 192 not among [64, 128]; fa_sm90 has no separate V " \
-           "head dim" in reason
+    reason = str(choose_for_spec(spec, "sm_90a"))
+    assert reason.startswith("fa_sm80 for sm_90a, D=192/128")
+    assert "fa_sm80 takes a V head dim apart from QK's (CUBRIDGE_HEAD_DIM_V)" in reason
+    assert "fa_sm90 has no separate V head dim" in reason
 
 
 def test_equal_head_dims_on_hopper_keep_fa_sm90():
     spec = load(SPECS / "cosine.py")
     chosen = select_for_spec(spec, "sm_90a")
     assert chosen.name == "fa_sm90"
-    assert selection_reason(spec, "sm_90a", chosen).startswith(
-        "fa_sm90 on sm_90a: supports the spec's head dims")
+    assert str(choose_for_spec(spec, "sm_90a")).startswith(
+        "fa_sm90 for sm_90a, D=128, bfloat16, softmax: the highest-priority entry")
 
 
 def test_asking_fa_sm90_for_mla_is_a_clear_error():

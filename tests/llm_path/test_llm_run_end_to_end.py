@@ -51,7 +51,8 @@ def _replayed_cosine_run(tmp_path, monkeypatch, **options):
 def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
     out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)
     assert "no CUDA GPU visible: stopped after compiling" in result.stopped
-    assert list(result.stages) == ["check", "load", "route", "transfer", "lower", "compile"]
+    assert list(result.stages) == ["check", "load", "select", "route", "transfer", "lower",
+                                   "compile"]
     lower = json.loads((out / "lower.json").read_text())
     assert lower["verification"].startswith("compile-only")
     assert lower["path"] == "llm" and lower["source_edited"] and lower["kernel"] == "fa_sm80"
@@ -72,6 +73,53 @@ def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
     assert names(out) == names(tmp_path / "rules")
 
 
+GPU_CHECK_STAND_IN = """
+from cubridge.llm.sandbox.watchdog import emit
+emit("ready", device="stand-in")
+emit("build", build="D128_Dv128", index=0, cases=[[[1, 2, 1, 65, 129, 128, None], "normal"]])
+emit("case", build="D128_Dv128", done=1, total=1, verdict="pass")
+emit("verified", ok=True, summary="PASS 1/1 cases (stand-in GPU)")
+emit("timed", ms=2.5)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(torch.cuda.is_available(), reason="stands in for the GPU")
+def test_a_run_stopped_without_gpu_resumes_from_its_recorded_exchanges(tmp_path, monkeypatch):
+    """Stopped on a CPU machine after compiling, the run is taken to a GPU machine:
+    the lowering is checked again, now on the GPU, from the recorded exchange (no
+    provider call: the replay directory is empty there). The GPU check's child is
+    stood in for; tests/llm_path/test_llm_run_end_to_end.py's GPU test does it for real."""
+    import functools
+    import sys
+
+    from cubridge.llm_path.gpu_check import IsolatedGpuCheck
+
+    out, first = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)
+    assert "no CUDA GPU visible" in first.stopped
+    assert "nothing was run or timed" in first.stages["lower"].summary
+    assert "kept the first verified" not in first.stages["lower"].summary
+
+    empty = tmp_path / "no-recordings"
+    empty.mkdir()
+    monkeypatch.setenv("CUBRIDGE_LLM_REPLAY_DIR", str(empty))  # any call would miss
+    child = tmp_path / "gpu_child.py"
+    child.write_text(GPU_CHECK_STAND_IN)
+    monkeypatch.setattr("cubridge.llm_path.lower.gpu_here", lambda: True)
+    monkeypatch.setattr("cubridge.llm_path.lower.IsolatedGpuCheck", functools.partial(
+        IsolatedGpuCheck, child=[sys.executable, str(child)], sanitizer=None))
+    second = run(SPECS / "cosine.py", RunOptions(out=out, log=print, arch="sm_90a",
+                                                  kernel="fa_sm80", llm_settings=SETTINGS,
+                                                  bench=False))
+    assert "no CUDA GPU visible" in second.stopped  # the stand-in GPU ends at lowering
+    lower = json.loads((out / "lower.json").read_text())
+    assert lower["verification"] == "PASS 1/1 cases (stand-in GPU)"
+    assert lower["candidates"][0]["time_ms"] == 2.5
+    assert "fastest of 1 verified candidate(s): 2.500 ms" in second.stages["lower"].summary
+    assert "[llm lower] 0 calls, 1 cached" in second.stages["lower"].summary
+
+
 @pytest.mark.gpu
 def test_llm_path_gives_a_verified_benchmarked_kernel(tmp_path, monkeypatch):
     from cubridge.verify import verify
@@ -85,3 +133,29 @@ def test_llm_path_gives_a_verified_benchmarked_kernel(tmp_path, monkeypatch):
     assert report.passed, report.table()
     bench = json.loads((out / "bench" / "results.json").read_text())
     assert [i["status"] for c in bench["results"] for i in c["impls"]] == ["ok"]
+
+
+@pytest.mark.gpu
+def test_a_run_stopped_without_gpu_resumes_on_the_gpu(tmp_path, monkeypatch):
+    """The same on a GPU machine, for real: the first run is made to see no GPU (as
+    on a CPU machine) and stops after compiling; the rerun, with no recordings to
+    replay, answers the lowering from the run's own exchanges, verifies it on the
+    GPU in the watched child, and ends in a verified kernel."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU visible")
+    with monkeypatch.context() as cpu:
+        cpu.setattr(torch.cuda, "is_available", lambda: False)
+        out, first = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)
+    assert "no CUDA GPU visible" in first.stopped
+    assert json.loads((out / "lower.json").read_text())["verification"].startswith(
+        "compile-only")
+    empty = tmp_path / "no-recordings"
+    empty.mkdir()
+    monkeypatch.setenv("CUBRIDGE_LLM_REPLAY_DIR", str(empty))
+    second = run(SPECS / "cosine.py", RunOptions(out=out, log=print, arch="sm_90a",
+                                                  kernel="fa_sm80", llm_settings=SETTINGS,
+                                                  bench=False))
+    assert not second.stopped, second.stopped
+    assert "PASS" in json.loads((out / "lower.json").read_text())["verification"]
+    assert "[llm lower] 0 calls, 1 cached" in second.stages["lower"].summary
+    assert second.stages["verify-gpu"].summary.startswith("kernel vs spec (isolated worker): PASS")

@@ -1,6 +1,7 @@
 """On the GPU (pytest -m gpu on the device machine): the recorded lowerings of
 fa_sm80.cu to cosine attention and to MLA (192/128), compiled for the device,
-launched and verified against their specs by the differential verifier."""
+launched and verified against their specs by the differential verifier, in the
+watched child process the lowering stage uses."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from stage_fixtures import SPECS, fixture_reply
 
 from cubridge.kernels import get_kernel
 from cubridge.llm import apply_edits, parse_edits
-from cubridge.llm_path.lower import builds_for, gpu_verifier
-from cubridge.llm_path.settings import StageSettings
+from cubridge.llm_path.gpu_check import IsolatedGpuCheck
+from cubridge.llm_path.lower import builds_for
 from cubridge.spec import load
 
 pytestmark = pytest.mark.gpu
@@ -22,7 +23,7 @@ TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True}}
 
 
 @pytest.mark.parametrize("variant", ["cosine", "mla"])
-def test_recorded_lowering_passes_the_gpu_verifier(variant):
+def test_recorded_lowering_passes_the_gpu_verifier(variant, tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
     from cubridge.build.driver import device_arch
@@ -36,5 +37,8 @@ def test_recorded_lowering_passes_the_gpu_verifier(variant):
         spec_dtype = dataclasses.replace(spec, dtypes=[dtype])
         compiled = [(b, lib.compile_build(b, dtype, arch, source=source))
                     for b in builds_for(spec_dtype, lib, TARGET_CONFIG[variant])]
-        summary = gpu_verifier(spec_dtype, lib, dtype, StageSettings(seed=0))(compiled)
-        assert summary.startswith("PASS")
+        check = IsolatedGpuCheck(kernel=lib, spec_path=SPECS / f"{variant}.py", dtype=dtype,
+                                 arch=arch, seed=0, silence_s=120, workdir=tmp_path)
+        result = check(compiled, source)
+        assert result.verification.startswith("PASS"), result.verification
+        assert result.time_ms is not None and result.time_ms > 0

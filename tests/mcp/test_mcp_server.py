@@ -1,25 +1,35 @@
-"""`cubridge mcp`: the MCP protocol over stdio (a real subprocess), and the
-tools an agent drives the workflow with."""
+"""`cubridge mcp`, built on the official MCP Python SDK: the SDK's own client
+drives the server in-process, over stdio (a real subprocess) and over
+streamable HTTP; a raw newline-delimited JSON-RPC session checks the wire that
+agents speak; and the tools an agent drives the workflow with."""
 
 from __future__ import annotations
 
-import io
 import json
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 import torch
 
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.llm import code_block
-from cubridge.mcp.protocol import Server, serve
 from cubridge.mcp.tools import TOOLS
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK is in the llm extra")
+from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
+
+from cubridge.mcp.server import build_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "examples" / "specs"
 FIXTURES = ROOT / "tests" / "fixtures" / "llm"
+TOOL_NAMES = {"list_kernels", "show_ir", "verify_ir", "diff_ir", "lower", "compile",
+              "verify_gpu", "benchmark"}
 
 
 def _program(tmp_path: Path, fixture: str, name: str, edit: tuple[str, str] | None = None
@@ -33,67 +43,129 @@ def _program(tmp_path: Path, fixture: str, name: str, edit: tuple[str, str] | No
     return path
 
 
-def _rpc(msg_id: int, method: str, params: dict | None = None) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method,
-                       "params": params or {}})
+def _session(server, body):
+    """Run `body(client)` in a session of the SDK's client with `server`."""
+    async def main():
+        async with Client(server, read_timeout_seconds=240) as client:
+            return await body(client)
+    return anyio.run(main)
 
 
-def _call(msg_id: int, tool: str, **arguments: object) -> str:
-    return _rpc(msg_id, "tools/call", {"name": tool, "arguments": arguments})
+def _text(result) -> str:
+    return result.content[0].text
 
 
 @pytest.mark.slow
 def test_stdio_session_of_an_agent(tmp_path):
     buggy = _program(tmp_path, "transfer_cosine.md", "buggy_cosine.py",
                      ("* (inv_q[:, None] * inv_k[None, :]) *", "* inv_q[:, None] *"))
-    lines = [
-        _rpc(1, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {},
-                               "clientInfo": {"name": "test", "version": "0"}}),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        _rpc(2, "tools/list"),
-        _call(3, "list_kernels"),
-        _call(4, "verify_ir", path=str(buggy), spec=str(SPECS / "cosine.py"),
-              sizes=[[1, 65, 129]], seed=3),
-        _call(5, "lower", spec=str(SPECS / "causal.py"), out=str(tmp_path / "hooks.cuh")),
-        _call(6, "lower", spec=str(SPECS / "cosine.py"), out=str(tmp_path / "no.cuh")),
-        _call(7, "no_such_tool"),
-        _rpc(8, "resources/list"),
-        "{not json",
-        _call(9, "verify_gpu", source=str(tmp_path / "x.cu"), spec=str(SPECS / "causal.py")),
-    ]
-    proc = subprocess.run([sys.executable, "-m", "cubridge.cli", "mcp"], input="\n".join(lines),
-                          capture_output=True, text=True, timeout=240, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    replies = [json.loads(line) for line in proc.stdout.splitlines()]
-    by_id = {r["id"]: r for r in replies}
-    assert len(replies) == 10  # the notification got no reply
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cubridge.cli", "mcp"],
+                                   cwd=str(ROOT))
 
-    assert by_id[1]["result"]["protocolVersion"] == "2025-03-26"
-    assert by_id[1]["result"]["capabilities"] == {"tools": {"listChanged": False}}
-    names = {t["name"] for t in by_id[2]["result"]["tools"]}
-    assert names == {"list_kernels", "show_ir", "verify_ir", "diff_ir", "lower", "compile",
-                     "verify_gpu", "benchmark"}
-    assert all(t["inputSchema"]["type"] == "object" for t in by_id[2]["result"]["tools"])
-    kernels = json.loads(by_id[3]["result"]["content"][0]["text"])
+    async def agent(client):
+        listed = (await client.list_tools()).tools
+        out = {"tools": listed, "kernels": await client.call_tool("list_kernels", {})}
+        out["buggy"] = await client.call_tool("verify_ir", {
+            "path": str(buggy), "spec": str(SPECS / "cosine.py"), "sizes": [[1, 65, 129]],
+            "seed": 3})
+        out["hooks"] = await client.call_tool("lower", {"spec": str(SPECS / "causal.py"),
+                                                        "out": str(tmp_path / "hooks.cuh")})
+        out["refused"] = await client.call_tool("lower", {"spec": str(SPECS / "cosine.py"),
+                                                          "out": str(tmp_path / "no.cuh")})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {})
+        out["unknown"] = unknown.value
+        out["gpu"] = await client.call_tool("verify_gpu", {"source": str(tmp_path / "x.cu"),
+                                                           "spec": str(SPECS / "causal.py")})
+        return out
+
+    got = _session(params, agent)
+    assert {t.name for t in got["tools"]} == TOOL_NAMES
+    assert all(t.input_schema["type"] == "object" for t in got["tools"])
+    kernels = json.loads(_text(got["kernels"]))
     assert kernels[0]["name"] == "fa_sm80" and 128 in kernels[0]["head_dims"]
-
-    verdict = by_id[4]["result"]
-    assert verdict["isError"] is True
-    assert "FaSm80Cosine fails the spec when executed: FAIL" in verdict["content"][0]["text"]
-
-    assert by_id[5]["result"]["isError"] is False
+    assert got["buggy"].is_error
+    assert "FaSm80Cosine fails the spec when executed: FAIL" in _text(got["buggy"])
+    assert not got["hooks"].is_error
     assert "cubridge_hooks.cuh for spec 'causal'" in (tmp_path / "hooks.cuh").read_text()
-    refused = by_id[6]["result"]
-    assert refused["isError"] and "reference is not plain softmax attention" in \
-        refused["content"][0]["text"] and not (tmp_path / "no.cuh").exists()
-
-    assert by_id[7]["error"]["code"] == -32602 and "unknown tool" in by_id[7]["error"]["message"]
-    assert by_id[8]["error"]["code"] == -32601
-    assert by_id[None]["error"]["code"] == -32700
-    gpu = by_id[9]["result"]
-    assert gpu["isError"]
+    assert got["refused"].is_error and not (tmp_path / "no.cuh").exists()
+    assert "reference is not plain softmax attention" in _text(got["refused"])
+    assert got["unknown"].code == -32602 and "unknown tool" in got["unknown"].message
+    assert got["gpu"].is_error
     if not torch.cuda.is_available():
-        assert "no CUDA GPU visible" in gpu["content"][0]["text"]
+        assert "no CUDA GPU visible" in _text(got["gpu"])
+
+
+@pytest.mark.slow
+def test_raw_json_rpc_on_stdio_as_agents_send_it():
+    """The wire itself: newline-delimited JSON-RPC, the handshake an agent opens with."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "agent", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "list_kernels", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "list_kernels", "arguments": {"verbose": True}}},
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "cubridge.cli", "mcp"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    replies = {}
+    try:
+        for message in lines:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" in message:
+                reply = json.loads(proc.stdout.readline())
+                replies[reply["id"]] = reply
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
+    assert replies[1]["result"]["protocolVersion"] == "2025-06-18"
+    assert replies[1]["result"]["serverInfo"]["name"] == "cubridge"
+    assert "tools" in replies[1]["result"]["capabilities"]
+    assert {t["name"] for t in replies[2]["result"]["tools"]} == TOOL_NAMES
+    assert replies[3]["result"]["isError"] is False
+    assert "fa_sm80" in replies[3]["result"]["content"][0]["text"]
+    assert replies[4]["error"]["code"] == -32602
+    assert "unknown argument(s) ['verbose']" in replies[4]["error"]["message"]
+    assert proc.returncode == 0, proc.stderr.read()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_streamable_http_session():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "cubridge.cli", "mcp", "--http", "--port",
+                             str(port)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                time.sleep(0.3)
+
+        async def agent(client):
+            return (await client.list_tools()).tools, await client.call_tool("list_kernels", {})
+
+        tools, kernels = _session(f"http://127.0.0.1:{port}/mcp", agent)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert {t.name for t in tools} == TOOL_NAMES
+    assert json.loads(_text(kernels))[0]["name"] == "fa_sm80"
 
 
 @pytest.mark.slow
@@ -108,26 +180,26 @@ def test_diff_ir_and_lower_with_edit_actions(tmp_path):
     text = TOOLS["lower"].run(out=str(out), edits=edits)
     assert "1 edit action(s) applied" in text
     assert out.read_text().startswith("// edited through MCP\n")
-    server = Server(TOOLS)
-    bad = server.handle(json.loads(_call(1, "lower", out=str(out), edits="@@@ delete 9999\n"
-                                         "@@@ end\n")))
-    assert bad["result"]["isError"] and "9999" in bad["result"]["content"][0]["text"]
+    bad = _session(build_server(TOOLS), lambda c: c.call_tool(
+        "lower", {"out": str(out), "edits": "@@@ delete 9999\n@@@ end\n"}))
+    assert bad.is_error and "9999" in _text(bad)
 
 
 def test_protocol_edge_cases():
-    server = Server(TOOLS)
-    assert server.handle({"jsonrpc": "2.0", "id": 1, "method": "ping"})["result"] == {}
-    missing = server.handle(json.loads(_call(2, "verify_ir", path="x.py")))
-    assert missing["error"]["code"] == -32602 and "spec" in missing["error"]["message"]
-    extra = server.handle(json.loads(_call(3, "list_kernels", verbose=True)))
-    assert "unknown argument(s) ['verbose']" in extra["error"]["message"]
-    assert server.handle({"id": 4, "method": "ping"})["error"]["code"] == -32600
-    absent = server.handle(json.loads(_call(5, "show_ir", path="/no/such/file.py")))
-    assert absent["result"]["isError"] and "does not exist" in \
-        absent["result"]["content"][0]["text"]
-    out = io.StringIO()
-    assert serve(TOOLS, io.StringIO(_rpc(6, "ping") + "\n\n"), out, log=lambda _: None) == 0
-    assert json.loads(out.getvalue()) == {"jsonrpc": "2.0", "id": 6, "result": {}}
+    async def agent(client):
+        out = {}
+        for key, args in (("missing", ("verify_ir", {"path": "x.py"})),
+                          ("extra", ("list_kernels", {"verbose": True}))):
+            with pytest.raises(MCPError) as err:
+                await client.call_tool(*args)
+            out[key] = err.value
+        out["absent"] = await client.call_tool("show_ir", {"path": "/no/such/file.py"})
+        return out
+
+    got = _session(build_server(TOOLS), agent)
+    assert got["missing"].code == -32602 and "spec" in got["missing"].message
+    assert "unknown argument(s) ['verbose']" in got["extra"].message
+    assert got["absent"].is_error and "does not exist" in _text(got["absent"])
 
 
 @pytest.mark.parametrize("tool", ["verify_gpu", "benchmark"])
@@ -158,8 +230,6 @@ def test_compile_tool_reports_resources_and_diagnostics(tmp_path):
     broken = tmp_path / "broken.cu"
     broken.write_text(lib_cu.read_text().replace("const int lane = threadIdx.x % 32;",
                                                  "const int lane = threadIdx.x % ;"))
-    server = Server(TOOLS)
-    reply = server.handle(json.loads(_call(1, "compile", source=str(broken))))
-    assert reply["result"]["isError"]
-    assert "nvcc failed" in reply["result"]["content"][0]["text"]
-    assert "broken.cu" in reply["result"]["content"][0]["text"]
+    reply = _session(build_server(TOOLS), lambda c: c.call_tool("compile",
+                                                                 {"source": str(broken)}))
+    assert reply.is_error and "nvcc failed" in _text(reply) and "broken.cu" in _text(reply)

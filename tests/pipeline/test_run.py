@@ -19,8 +19,8 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     out = tmp_path / "run"
     result = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=lines.append))
     assert "no CUDA GPU" in result.stopped
-    assert list(result.stages) == ["check", "load", "route", "transfer", "verify-ir", "lower",
-                                   "compile"]
+    assert list(result.stages) == ["check", "load", "select", "route", "transfer", "verify-ir",
+                                   "lower", "compile"]
     assert "long case" in (out / "spec_check.txt").read_text()
     assert "PASS" in result.stages["verify-ir"].summary
     for name in ("spec.py", "plan.json", "target_cuir.py", "cubridge_hooks.cuh", "kernel.cu",
@@ -36,7 +36,7 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     second = run(SPECS / "softcap_causal.py", RunOptions(out=out, log=again.append))
     assert second.stopped == result.stopped
     stage_lines = [x for x in again if x.startswith("[")]
-    assert len(stage_lines) == 7
+    assert len(stage_lines) == 8
     assert all(x.split("] ")[1].startswith("cached") for x in stage_lines), stage_lines
 
 

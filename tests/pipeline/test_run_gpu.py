@@ -21,8 +21,8 @@ def test_run_verifies_and_benchmarks_on_gpu(tmp_path):
         out=out, bench_seq_lens=[2048], bench_configs=["llama2_7b"], bench_peers=["sdpa"],
         log=print))
     assert not result.stopped
-    assert list(result.stages) == ["check", "load", "route", "transfer", "verify-ir", "lower",
-                                   "compile", "verify-gpu", "bench"]
+    assert list(result.stages) == ["check", "load", "select", "route", "transfer", "verify-ir",
+                                   "lower", "compile", "verify-gpu", "bench"]
     assert "PASS" in result.stages["verify-gpu"].summary
     assert (out / "bench" / "results.json").is_file()
     assert "cubridge" in (out / "report.md").read_text()

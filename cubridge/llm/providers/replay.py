@@ -1,5 +1,10 @@
 """The `replay` provider: answers from recorded transcripts, by the request's
-content hash. For tests, and for reproducing a run without a model."""
+content hash. For tests, and for reproducing a run without a model.
+
+A request recorded with other feedback between the model's turns (the
+compiler's or the GPU's words differ from machine to machine) is answered by
+its turn: the same opening prompt, the same earlier replies and sampling
+parameters (`Request.turn_hash`); the reply's label says it was matched so."""
 
 from __future__ import annotations
 
@@ -20,20 +25,22 @@ class ReplayProvider:
             raise ReplayMiss(f"replay transcript directory {self.directory} does not exist")
         self.model = model
         self._replies: dict[str, Reply] = {}
+        self._by_turn: dict[str, Reply] = {}
         # Later recordings (higher seq) of the same request win.
         for exchange in sorted(read_exchanges(self.directory), key=lambda e: e.seq):
             origin = exchange.label or f"{exchange.provider}/{exchange.model}"
-            self._replies[exchange.request_hash] = replace(
-                exchange.reply,
-                latency_s=0.0,
-                label=f"replayed from {exchange.path} ({origin})",
-            )
+            reply = replace(exchange.reply, latency_s=0.0,
+                            label=f"replayed from {exchange.path} ({origin})")
+            self._replies[exchange.request_hash] = reply
+            self._by_turn[exchange.request.turn_hash] = replace(
+                reply, label=f"replayed by turn (the feedback before it differs from the "
+                f"recording) from {exchange.path} ({origin})")
 
     def __len__(self) -> int:
         return len(self._replies)
 
     def complete(self, request: Request) -> Reply:
-        reply = self._replies.get(request.hash)
+        reply = self._replies.get(request.hash) or self._by_turn.get(request.turn_hash)
         if reply is None:
             raise ReplayMiss(
                 f"no recorded reply for request {request.hash} in {self.directory} "

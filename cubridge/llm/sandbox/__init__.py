@@ -1,5 +1,6 @@
 """Sandboxing of generated code: a static allow-list check, then execution in
-a separate, limited process."""
+a separate, limited process; and a watchdog for child processes that drive
+generated kernels on the GPU (watchdog.py)."""
 
 from cubridge.llm.sandbox.process import SandboxLimits, SandboxResult, run_generated
 from cubridge.llm.sandbox.static_check import CUIR_MODULES, check_source

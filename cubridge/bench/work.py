@@ -1,0 +1,77 @@
+"""How much work one benchmark problem holds, and how that was counted.
+
+The allowed (q, k) pairs come from the first of these that applies:
+- the spec's mask_mod, evaluated on every pair (cubridge.bench.flops);
+- no mask_mod and a reference that is plain attention with the spec's score_mod
+  and normaliser (checked when the spec is loaded): every pair;
+- otherwise the reference itself, probed for the keys that receive weight
+  (cubridge.bench.probe); when that is impossible, every pair, saying why.
+FLOPs are 4 * pairs * D (2 * pairs * (D + Dv)) unless the spec declares
+`flops(shape, allowed_pairs)` for a structure that does other matrix work
+(differential attention: two QK^T on half of D each and two PV products).
+Every report carries the `counting` sentence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from cubridge.attention import Shape
+from cubridge.bench.flops import MaskStats, count_allowed_pairs
+from cubridge.bench.probe import ProbeError, probe_allowed_pairs
+from cubridge.spec.errors import SpecError
+from cubridge.spec.model import Spec
+from cubridge.spec.mods import BoundMods
+
+
+@dataclass(frozen=True)
+class Work:
+    stats: MaskStats
+    flops: float
+    counting: str  # how pairs and FLOPs were obtained
+
+
+def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
+                seed: int = 0) -> tuple[MaskStats, str]:
+    """The allowed pairs of `spec` at `shape` and the sentence saying how they were counted."""
+    if mods.mask_mod is not None:
+        return (count_allowed_pairs(mods.mask_mod, shape, device),
+                "pairs: the spec's mask_mod evaluated on every pair")
+    if spec.mods_describe_reference:
+        return (count_allowed_pairs(None, shape, device),
+                "pairs: every pair (no mask_mod; the reference is unmasked attention)")
+    try:
+        probe = probe_allowed_pairs(spec, shape, device, seed)
+    except ProbeError as exc:
+        return (count_allowed_pairs(None, shape, device),
+                f"pairs: every pair, an upper bound (no mask_mod, and the reference could "
+                f"not be probed: {exc}; declare `flops` in the spec for an exact figure)")
+    return probe.stats, f"pairs: {probe.counting}"
+
+
+def declared_flops(spec: Spec, shape: Shape, pairs: int) -> float:
+    """The spec's own `flops(shape, allowed_pairs)`, checked."""
+    assert spec.flops is not None
+    where = f"{spec.path}: flops" if spec.path is not None else f"spec {spec.name!r}: flops"
+    try:
+        value = spec.flops(shape, pairs)
+    except Exception as exc:
+        raise SpecError(f"flops({shape}, {pairs}) raised {type(exc).__name__}: {exc}",
+                        where) from exc
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise SpecError(f"flops({shape}, {pairs}) returned {value!r}; return a finite, "
+                        "non-negative number of floating-point operations", where)
+    return float(value)
+
+
+def count_work(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
+               seed: int = 0) -> Work:
+    stats, counting = count_pairs(spec, mods, shape, device, seed)
+    if spec.flops is None:
+        return Work(stats, stats.flops, f"{counting}; FLOPs: 4 * pairs * D")
+    return Work(stats, declared_flops(spec, shape, stats.allowed_pairs),
+                f"{counting}; FLOPs: the spec's flops(shape, allowed_pairs)")

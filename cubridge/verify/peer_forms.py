@@ -1,0 +1,159 @@
+"""A variant in the form a user of each peer would write it (docs/benchmark.md,
+Peers): a comparison is only worth making against a peer run as its users run it.
+
+- Constants. A 0-d aux tensor of a spec (prefix_lm's prefix length,
+  relative_position's table offset, log S) is one number per shape, and a user
+  writes it as a Python constant. The spec keeps it a tensor so that the hook
+  generator can read it; the peers' mods get the number
+  (`constant_mods`). FlexAttention's FLASH backend cannot read a captured 0-d
+  tensor at all ("Expected TensorSSA, but got int"). Aux with per-position or
+  per-head data (document ids, segment ids, slopes, bias tables) stays a
+  tensor the mods capture, as a user's would.
+- FlashAttention-4's own flags (`fa4_flags`): `causal`, `window_size=(W - 1,
+  0)` for a causal sliding window of W keys, `softcap` for a score_mod that is
+  c * tanh(s / c). FA4 takes any other mask or score change only as CuTe-DSL
+  `mask_mod` / `score_mod` code; FlexAttention's FLASH backend (the flex_flash
+  peer) is what compiles a spec's mods into that code and runs them on FA4's
+  kernels, so the fa4 peer says so instead of guessing at hand-written DSL.
+
+Every refusal is an `Unsupported` whose message says what the peer lacks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from cubridge.attention import Shape
+from cubridge.spec.grids import arange, index_grid, softcap_of
+from cubridge.spec.model import Spec
+from cubridge.spec.mods import BoundMods, aux_parameters, bind_mods
+
+
+class Unsupported(ValueError):
+    """This peer cannot run this variant here (the message says why)."""
+
+
+Aux = Mapping[str, torch.Tensor]
+
+
+def scalar_constants(aux: Aux) -> dict[str, object]:
+    """The aux with every 0-d tensor replaced by its Python number (int, float
+    or bool); tensors holding per-position or per-head data are kept."""
+    return {name: t.item() if isinstance(t, torch.Tensor) and t.dim() == 0 else t
+            for name, t in aux.items()}
+
+
+def _probe(mods: BoundMods, device: torch.device) -> None:
+    """Call the mods once on index 0 (valid for every aux) so a mod that needs
+    a tensor method on its aux raises here, not inside a compiled peer."""
+    b, h, q, k = index_grid(*(arange(1, device) for _ in range(4)))
+    if mods.mask_mod is not None:
+        mods.mask_mod(b, h, q, k)
+    if mods.score_mod is not None:
+        mods.score_mod(torch.zeros(1, 1, 1, 1, device=device), b, h, q, k)
+
+
+def constant_mods(spec: Spec, aux: Aux) -> BoundMods:
+    """The spec's mods as a user writes them for a peer: 0-d aux bound as Python
+    constants (`scalar_constants`), the rest as captured tensors. A mod that
+    does not work on a plain number (it calls a tensor method on the aux) keeps
+    the tensors: that is then how its user must write it too."""
+    constants = scalar_constants(aux)
+    if all(constants[n] is aux[n] for n in aux):
+        return bind_mods(spec, aux)
+    mods = bind_mods(spec, constants)
+    devices = [t.device for t in aux.values() if isinstance(t, torch.Tensor)]
+    try:
+        _probe(mods, devices[0] if devices else torch.device("cpu"))
+    except Exception:  # noqa: BLE001 - any failure: the mod needs its tensors
+        return bind_mods(spec, aux)
+    return mods
+
+
+def captured_tensors(fn: Callable[..., object] | None) -> list[str]:
+    """Names of the tensors a bound mod captures (through its closure, one
+    level of dicts deep: what `bind_mods` builds)."""
+    if fn is None:
+        return []
+    found = []
+    for name, value in inspect.getclosurevars(fn).nonlocals.items():
+        if isinstance(value, torch.Tensor):
+            found.append(name)
+        elif isinstance(value, Mapping):
+            found += [k for k, v in value.items() if isinstance(v, torch.Tensor)]
+    return sorted(found)
+
+
+def bound_constants(spec: Spec, aux: Aux) -> dict[str, object]:
+    """The 0-d aux a peer receives as constants, for its note."""
+    return {n: v for n, v in scalar_constants(aux).items()
+            if not isinstance(v, torch.Tensor) and _read_by_mods(spec, n)}
+
+
+def _read_by_mods(spec: Spec, name: str) -> bool:
+    return any(fn is not None and name in aux_parameters(fn)
+               for fn in (spec.mask_mod, spec.score_mod))
+
+
+# -- FlashAttention-4's flags ------------------------------------------------------------------
+
+FA4_FLAGS = "causal, window_size, softcap, learnable_sink"
+_DSL = ("FA4 takes other {what}s only as CuTe-DSL {what} code, which FlexAttention's "
+        "FLASH backend (peer flex_flash) compiles from the spec's mods")
+
+
+@dataclass(frozen=True)
+class FA4Flags:
+    """flash_attn.cute.flash_attn_func's keyword arguments for one variant."""
+
+    causal: bool
+    window_size: tuple[int | None, int | None] = (None, None)
+    softcap: float = 0.0
+
+    def kwargs(self) -> dict[str, object]:
+        return {"causal": self.causal, "window_size": self.window_size,
+                "softcap": self.softcap}
+
+    @property
+    def note(self) -> str:
+        parts = ["causal" if self.causal else ""]
+        if self.window_size[0] is not None:
+            parts.append(f"window_size=({self.window_size[0]}, {self.window_size[1]})")
+        if self.softcap:
+            parts.append(f"softcap={self.softcap:g}")
+        return ", ".join(p for p in parts if p)
+
+
+def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | None,
+              score_mod: Callable[..., torch.Tensor] | None,
+              device: torch.device | str = "cpu") -> FA4Flags:
+    """FA4's flags for a variant whose mask has this `structure` (from the exact
+    pair count: 'full', 'causal', 'window<W>', ...; cubridge.bench.flops) and
+    this bound score_mod; raises Unsupported saying what the flags lack."""
+    if spec.normalizer != "softmax":
+        raise Unsupported(f"FA4 computes softmax attention; {spec.name} uses a "
+                          f"{spec.normalizer} normaliser")
+    if structure is None:
+        raise Unsupported("FA4: the mask's structure is unknown here (the benchmark "
+                          "finds it from the exact pair count)")
+    causal = structure == "causal" or window is not None
+    if structure != "full" and not causal:
+        raise Unsupported(f"FA4's flags ({FA4_FLAGS}) express full, causal and causal "
+                          f"sliding-window masks; {spec.name}'s mask is {structure}. "
+                          + _DSL.format(what="mask_mod"))
+    if causal and shape.sq != shape.sk:
+        raise Unsupported(f"FA4 aligns its causal mask to the bottom right; {spec.name}'s "
+                          f"is top-left and Sq {shape.sq} != Sk {shape.sk}")
+    softcap = 0.0
+    if score_mod is not None:
+        cap = softcap_of(score_mod, device)
+        if cap is None:
+            raise Unsupported(f"FA4's flags ({FA4_FLAGS}) express a softcap score_mod only; "
+                              f"{spec.name}'s score_mod is not c * tanh(s / c). "
+                              + _DSL.format(what="score_mod"))
+        softcap = cap
+    return FA4Flags(causal, (window - 1, 0) if window is not None else (None, None), softcap)

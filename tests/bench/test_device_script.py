@@ -1,0 +1,100 @@
+"""bench/device_variants.sh all: the whole variants-against-peers comparison in
+pieces that each fit one device call, resumable, S = 4096 first, merged at the
+end. The cubridge CLI is replaced by a stand-in that records its arguments and
+writes what the real one would (a results.json per bench piece)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_CUB = r"""#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+[ "$1" = run ] && exit 0
+if [ "$2" = --merge ]; then
+  out=${@: -1}; name=${@: -3:1}; mkdir -p "$out/$name"; echo merged > "$out/$name/summary.md"
+  exit 0
+fi
+args=("$@"); for i in "${!args[@]}"; do
+  [ "${args[$i]}" = --name ] && name=${args[$((i+1))]}
+  [ "${args[$i]}" = --out-dir ] && out=${args[$((i+1))]}
+done
+[ -n "${FAIL_PIECE:-}" ] && [ "$name" = "$FAIL_PIECE" ] && exit 1
+sleep "${PIECE_S:-0}"; mkdir -p "$out/$name"; echo '{}' > "$out/$name/results.json"
+"""
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of what the script reads (itself, examples/specs), a fake CLI."""
+    (tmp_path / "bench").mkdir()
+    shutil.copy(ROOT / "bench" / "device_variants.sh", tmp_path / "bench")
+    fake = tmp_path / "fake_cub"
+    fake.write_text(FAKE_CUB)
+    fake.chmod(0o755)
+    return tmp_path
+
+
+def run_all(tree: Path, **env: str) -> tuple[str, list[str]]:
+    calls = tree / "calls.txt"
+    full = {**os.environ, "OUT": str(tree / "out"), "CUBRIDGE_COMMIT": "abc1234",
+            "CUB": str(tree / "fake_cub"), "CALLS": str(calls), "PEERS": "sdpa", **env}
+    done = subprocess.run(["bash", "bench/device_variants.sh", "all", "t"], cwd=tree, env=full,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_all_runs_then_benches_each_length_and_config_then_merges(tree):
+    out, calls = run_all(tree)
+    runs = [c for c in calls if c.startswith("run ")]
+    assert len(runs) == 14 and all(c.endswith("--no-bench") for c in runs)
+    benches = [c for c in calls if c.startswith("bench ") and "--merge" not in c]
+    assert [c.split("--name ")[1].split()[0] for c in benches] == [
+        "s4096-llama2_7b", "s4096-qwen25_72b", "s8192-llama2_7b", "s8192-qwen25_72b",
+        "s2048-llama2_7b", "s2048-qwen25_72b", "s1024-llama2_7b", "s1024-qwen25_72b"]
+    first = benches[0]
+    assert first.startswith("bench full causal sliding_window_1024") and "--ours runs" in first
+    assert "--warmup-ms 25 --rep-ms 100" in first and "--warmup-ms 10 --rep-ms 30" in benches[2]
+    merge = [c for c in calls if "--merge" in c]
+    assert len(merge) == 1 and merge[0].count("results.json") == 8
+    assert "DONE: " in out and "8 pieces" in out
+    assert (tree / "out" / "t" / "summary.md").is_file()
+    assert (tree / "out" / "t-parts" / "s4096-llama2_7b" / "results.json").is_file()
+    assert "runs " in (tree / "out" / "t-parts" / "timing.txt").read_text()
+
+
+@pytest.mark.slow  # its pieces take a second each
+def test_a_call_stops_before_a_piece_that_would_not_fit_and_the_next_resumes(tree):
+    out, calls = run_all(tree, BUDGET_S="2", PIECE_S="1", PIECE_ESTIMATE_S="1")
+    assert "MORE: " in out and "DONE" not in out
+    first = [c for c in calls if c.startswith("bench ")]
+    assert 1 <= len(first) < 8
+    out, calls = run_all(tree, PIECE_S="0")
+    assert "DONE: " in out
+    benches = [c for c in calls if c.startswith("bench ") and "--merge" not in c]
+    assert len(benches) == 8  # the finished pieces were not run again
+    assert sum(c.startswith("run ") for c in calls) == 14  # nor the runs
+
+
+def test_a_failed_piece_is_reported_not_retried_forever(tree):
+    out, _ = run_all(tree, FAIL_PIECE="s8192-qwen25_72b")
+    assert "s8192-qwen25_72b: FAILED" in out and "FAILED: s8192-qwen25_72b" in out
+    out, calls = run_all(tree)
+    assert sum("--name s8192-qwen25_72b" in c for c in calls) == 1
+    assert "DONE: " in out and "7 pieces" in out
+
+
+def test_missing_fa4_stops_before_spending_device_time(tree):
+    full = {**os.environ, "OUT": str(tree / "out"), "CUBRIDGE_COMMIT": "abc",
+            "CUB": str(tree / "fake_cub"), "CALLS": str(tree / "c"),
+            "PEERS": "sdpa,fa4", "PYTHONPATH": ""}
+    done = subprocess.run(["bash", "bench/device_variants.sh", "all", "t"], cwd=tree, env=full,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "flash-attn-4 does not import" in done.stderr
+    assert not (tree / "c").exists()

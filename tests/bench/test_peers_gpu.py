@@ -1,0 +1,59 @@
+"""Every peer on every docs/benchmark.md variant on the GPU, in the form the
+benchmark gives it (issue 14, part 5): each runs and matches the float64
+reference, or refuses with the reason the coverage table expects. A peer that
+raises anything else fails here, so it cannot reach a report as an error.
+
+FA4 and Flex FLASH need flash-attn-4 (with the CuTe DSL) on the machine;
+without it their cases are skipped, saying so.
+
+    python -m pytest -m gpu tests/bench/test_peers_gpu.py
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from peer_coverage import EXPECTED_UNSUPPORTED
+
+from cubridge.attention import HeadConfig
+from cubridge.bench.check import check_output, tolerance_for
+from cubridge.bench.commands import BENCHMARK_VARIANTS, load_specs
+from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
+from cubridge.bench.runner import BenchConfig, build_case
+from cubridge.verify.peers import PEERS, Unsupported, flash_attn_cute_available
+
+pytestmark = pytest.mark.gpu
+
+# GQA 4:1 at D = 128, one sequence of 2048: the shortest benchmark length where
+# a 1024-key window is not the causal mask itself.
+GQA = HeadConfig("gqa4_d128", 8, 2, 128)
+SEQ = 2048
+NEEDS_FA4 = {"fa4", "flex_flash"}
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return {s.name: s for s in load_specs(BENCHMARK_VARIANTS)}
+
+
+@pytest.mark.parametrize("peer", ["sdpa", "flex_triton", "flex_flash", "fa4"])
+@pytest.mark.parametrize("name", BENCHMARK_VARIANTS)
+def test_peer_runs_the_variant_or_names_the_gap(specs, name, peer):
+    case = build_case(specs[name], GQA, SEQ, BenchConfig(seq_lens=(SEQ,), tokens=SEQ))
+    expected = EXPECTED_UNSUPPORTED[peer].get(name)
+    if expected is not None:
+        with pytest.raises(Unsupported, match=re.escape(expected)):
+            PEERS[peer].prepare(case)
+        return
+    if peer in NEEDS_FA4 and not flash_attn_cute_available():
+        pytest.skip("flash-attn-4 (flash_attn.cute) is not installed")
+    prepared = PEERS[peer].prepare(case)
+    out = prepared.to_standard(prepared.run())
+    torch.cuda.synchronize()
+    agree, why = mods_agree_with_reference(case.spec, case.shape, case.device)
+    assert agree, why
+    ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, agree).out
+    check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
+    assert check.ok, f"{peer} on {name} ({prepared.note}): {check.reason}"
