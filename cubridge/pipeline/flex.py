@@ -229,15 +229,22 @@ def _prepare(score_mod: Callable[..., torch.Tensor] | None,
 def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    score_mod: Callable[..., torch.Tensor] | None = None,
                    block_mask: object = None, scale: float | None = None,
-                   enable_gqa: bool = False, return_lse: bool = False, *,
+                   enable_gqa: bool = False, return_lse: bool = False,
+                   kernel_options: object = None, *, return_aux: object = None,
                    mask_mod: Callable[..., torch.Tensor] | None = None,
-                   kernel: str | None = None
-                   ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                   kernel: str | None = None) -> object:
     """torch.nn.attention.flex_attention.flex_attention's call on a verified
-    cubridge kernel: out [B, Hq, Sq, Dv] in the inputs' dtype, and with
-    return_lse=True also lse [B, Hq, Sq] (float32, natural log). `mask_mod`
-    is an alternative to a BlockMask; `kernel` names a library entry (default:
-    the one selected for the GPU). See the module docstring for caching."""
+    cubridge kernel (forward only): out [B, Hq, Sq, Dv] in the inputs' dtype;
+    with return_lse=True (out, lse), with return_aux=AuxRequest(lse=True)
+    (out, AuxOutput(lse=lse)); lse is [B, Hq, Sq], float32, natural log.
+    `kernel_options` (FlexAttention's tile choices) is accepted and ignored:
+    the library kernel has its own. `mask_mod` is an alternative to a
+    BlockMask; `kernel` names a library entry (default: the one selected for
+    the GPU). See the module docstring for caching."""
+    del kernel_options
+    if return_aux is not None and getattr(return_aux, "max_scores", False):
+        raise FlexAttentionError("return_aux=AuxRequest(max_scores=True): cubridge kernels "
+                                 "return the LSE, not the row maxima")
     _check_call(query, key, value, enable_gqa)
     mask = _mask_mod_of(block_mask, mask_mod, query.shape[2], key.shape[2])
     ident = _prepare(score_mod, mask, tuple(query.shape), tuple(key.shape),
@@ -253,4 +260,8 @@ def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     s = default_scale(query.shape[3]) if scale is None else float(scale)
     out, lse = torch.ops.cubridge.attention_fwd(query, key, value, packed, s,
                                                 call.kernel.kernel_key)
+    if return_aux is not None and getattr(return_aux, "lse", False):
+        from torch.nn.attention.flex_attention import AuxOutput
+
+        return out, AuxOutput(lse=lse)
     return (out, lse) if return_lse else out

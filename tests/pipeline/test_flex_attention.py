@@ -107,6 +107,20 @@ def test_eager_calls_reuse_the_prepared_call_and_new_closures_retrace(stand_in):
     assert len(builds) == 2
 
 
+def test_flex_attentions_aux_request_and_kernel_options_are_taken(stand_in):
+    from torch.nn.attention.flex_attention import AuxOutput, AuxRequest
+
+    mask_mod, _ = _doc_mask(96)
+    q, k, v = _qkv()
+    out, aux = cubridge.flex_attention(q, k, v, mask_mod=mask_mod,
+                                       kernel_options={"BLOCK_M": 64},
+                                       return_aux=AuxRequest(lse=True))
+    assert isinstance(aux, AuxOutput) and aux.lse.shape == (1, 2, 96)
+    with pytest.raises(flex.FlexAttentionError, match="row maxima"):
+        cubridge.flex_attention(q, k, v, mask_mod=mask_mod,
+                                return_aux=AuxRequest(max_scores=True))
+
+
 def test_short_sequences_with_captured_tensors_of_their_length(stand_in):
     """The trace is checked on the call's own lengths (a captured tensor of 16
     positions is never indexed past them)."""
