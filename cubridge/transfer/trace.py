@@ -86,6 +86,10 @@ def _lift(x: object) -> Node:
         return expr.const(x)
     if isinstance(x, torch.Tensor) and x.numel() == 1 and x.dim() == 0:
         return expr.const(x.item())
+    if isinstance(x, torch.Tensor):
+        raise TraceError(
+            f"a tensor of shape {list(x.shape)} used whole in a traced hook; hooks compute one "
+            "scalar per (q, k) pair: index it with the traced indices (tensor[q_idx])")
     if isinstance(x, SymAux):
         raise TraceError(
             f"aux tensor {x.name!r} (rank {x.rank}) used as a value; index it "

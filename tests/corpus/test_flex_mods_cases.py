@@ -118,3 +118,46 @@ def test_run_refuses_mods_that_disagree_with_the_reference_at_the_mods_line(tmp_
     # no stage after the check ran: nothing was transferred or lowered
     assert not (tmp_path / "run" / "target_cuir.py").exists()
     assert not (tmp_path / "run" / "kernel.cu").exists()
+
+
+SPEC_WITH_CAPTURE = """
+import torch
+from cubridge.attention import LLAMA2_7B
+from cubridge.spec.helpers import expand_kv, positions, scaled_scores, softmax_attention
+
+CONFIGS = [LLAMA2_7B]
+SEQ_LENS = [1024]
+DOC = torch.arange(4096) // DOC_LEN   # captured by mask_mod, not an aux
+
+
+def reference(q, k, v):
+    q_idx, kv_idx = positions(q, k)
+    allowed = (DOC[q_idx] == DOC[kv_idx]) & (q_idx >= kv_idx)
+    k, v = expand_kv(q, k, v)
+    return softmax_attention(scaled_scores(q, k), allowed, v)
+
+
+def mask_mod(b, h, q_idx, kv_idx):
+    return (DOC[q_idx] == DOC[kv_idx]) & (q_idx >= kv_idx)
+"""
+
+
+def test_a_spec_files_captured_tensor_comes_back_with_its_saved_plan(tmp_path):
+    """plan.json cannot hold the tensor: loading a run's plan traces the spec
+    again for it, and refuses a spec whose mods now trace differently."""
+    from cubridge.transfer.hooks import plan_from_json, plan_hooks
+
+    path = tmp_path / "doc_capture.py"
+    path.write_text(SPEC_WITH_CAPTURE.replace("DOC_LEN", "100"))
+    spec = load(path)
+    plan = plan_hooks(spec)
+    assert set(plan.captured) == {"DOC"} and plan.to_json()["captured"][0]["name"] == "DOC"
+    again = plan_from_json(plan.to_json(), spec)
+    assert torch.equal(again.captured["DOC"], plan.captured["DOC"])
+    header = generate_header(again)
+    assert [s.source for s in header.slots] == ["captured", "block_kinds", "kv_ranges"]
+    path.write_text(SPEC_WITH_CAPTURE.replace("DOC_LEN", "100").replace(
+        "return (DOC[q_idx] == DOC[kv_idx]) &", "return (DOC[q_idx] == DOC[kv_idx]) |"))
+    changed = load(path)
+    with pytest.raises(ValueError, match="trace differently"):
+        plan_from_json(plan.to_json(), changed)
