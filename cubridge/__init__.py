@@ -35,3 +35,15 @@ def compile(spec: str | Path, *, kernel: str | LibraryKernel | None = None,  # n
     if result.stopped or result.kernel is None:
         raise RuntimeError(f"cubridge.compile({spec}): {result.stopped or 'no kernel produced'}")
     return result.kernel
+
+
+def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,  # noqa: ANN001, ANN201
+                   enable_gqa=False, return_lse=False, kernel_options=None, *,
+                   return_aux=None, mask_mod=None, kernel=None):
+    """FlexAttention's call (torch.nn.attention.flex_attention.flex_attention),
+    answered by a cubridge kernel compiled and verified for the mods on first
+    use; works under torch.compile(fullgraph=True). See cubridge.pipeline.flex."""
+    from cubridge.pipeline.flex import flex_attention as run  # `import cubridge` stays light
+
+    return run(query, key, value, score_mod, block_mask, scale, enable_gqa, return_lse,
+               kernel_options, return_aux=return_aux, mask_mod=mask_mod, kernel=kernel)

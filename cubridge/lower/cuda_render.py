@@ -10,6 +10,7 @@ the ivi_* ones (render_int_interval).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 
@@ -70,6 +71,12 @@ _TEMPLATES = {
     # compiler can share them between elements instead of predicating each one
     "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} != {1})",
     "where": "({0} ? {1} : {2})",
+    "erf": "erff({0})",
+    # 32-bit ints, as FlexAttention's int32 indices: left shifts go through
+    # unsigned so that a negative operand wraps instead of being undefined
+    "bitand": "({0} & {1})", "bitor": "({0} | {1})", "bitxor": "({0} ^ {1})",
+    "bitnot": "(~{0})", "shl": "static_cast<int>(static_cast<unsigned>({0}) << {1})",
+    "shr": "({0} >> {1})",
 }
 
 # score_mod and activation run on every score: the fast device forms (see
@@ -120,12 +127,52 @@ def render_value(node: Node, slots: Mapping[str, int],
             return f"static_cast<int>(aux.t[{slots[name]}].size[{dim}])"
         if n.op == "cast":
             return f"static_cast<{C_TYPES[n.dtype]}>({go(n.args[0])})"
+        if n.op in ("floordiv", "mod") and n.dtype == DType.INT and _plain_division(n):
+            # a non-negative dividend and a positive constant divisor: C's / and %
+            # are floor division and modulo there, without the sign fix-ups
+            return f"({go(n.args[0])} {'/' if n.op == 'floordiv' else '%'} {go(n.args[1])})"
         if fast and n.op == "truediv" and n.args[1].op == "const" and n.args[1].arg:
             # division by a constant: multiply by its reciprocal (no SFU op, ~1 ulp)
             return f"({go(n.args[0])} * {c_literal(1.0 / n.args[1].arg, DType.FLOAT)})"
         return templates[n.op].format(*(go(a) for a in n.args))
 
     return go(node)
+
+
+# Index ranges every hook call lies in (grid limits and positions below
+# POSITION_LIMIT, which block_kind checks before using integer intervals; the
+# kernel's tail positions are clamped into the sequence).
+_INDEX_RANGES = {"b": (0.0, 65535.0), "h": (0.0, 65535.0), "q": (0.0, 2.0**31 - 1),
+                 "k": (0.0, 2.0**31 - 1)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _nonnegative(node: Node) -> bool:
+    """Whether `node` is >= 0 for every index value (interval arithmetic; aux
+    reads unknown)."""
+    if not interval.has_rules(node):
+        return False
+    lang = interval.python_lang(lambda name: f"aux[{name!r}]")
+    leaf = lang.leaf
+
+    def safe_leaf(n: Node) -> str:  # aux sizes are sizes: never negative
+        if n.op == "aux_size":
+            return "iv.span(0, math.inf)"
+        return leaf(n)
+
+    code = interval.render(node, interval.IntervalLang(lang.call, safe_leaf, lang.true,
+                                                       lang.false))
+    env = {"iv": interval, "math": math, "aux": {}, **{v: r for v, r in _INDEX_RANGES.items()}}
+    try:
+        lo, _ = eval(code, env)  # noqa: S307 - code rendered from our own expression
+    except (KeyError, TypeError, ValueError):  # an aux scalar read: unknown
+        return False
+    return lo >= 0
+
+
+def _plain_division(n: Node) -> bool:
+    a, d = n.args
+    return (d.op == "const" and isinstance(d.arg, int) and d.arg > 0 and _nonnegative(a))
 
 
 def interval_lang(slots: Mapping[str, int],
@@ -255,7 +302,7 @@ def render_body(node: Node, slots: Mapping[str, int],
     bound: dict[Node, str] = dict(pre_bound or {})
     lines = []
     temps = 0
-    for n in shared_subexpressions(node):
+    for n in shared_subexpressions(node, leaves=bound):
         if n in bound:
             continue
         lines.append(f"  const {C_TYPES[n.dtype]} t{temps} = "

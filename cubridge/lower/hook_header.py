@@ -32,7 +32,7 @@ class AuxSlot:
     name: str
     dtype: torch.dtype
     rank: int
-    source: Literal["spec", "block_kinds", "kv_ranges"]
+    source: Literal["spec", "captured", "block_kinds", "kv_ranges"]
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,19 @@ class HookHeader:
                      "rank": s.rank, "source": s.source} for s in self.slots],
         }
 
-    def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape) -> list[torch.Tensor]:
-        """The tensors of the AuxArgs slots, in slot order, for one problem."""
-        tables = self.plan.block_table(shape, aux).as_aux() \
+    def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape,
+                 device: torch.device | str | None = None) -> list[torch.Tensor]:
+        """The tensors of the AuxArgs slots, in slot order, for one problem on
+        `device` (default: the aux tensors'); tensors the mods captured come
+        from the plan unless `aux` names them."""
+        tables = self.plan.block_table(shape, aux, device).as_aux() \
             if self.plan.classification == "table" else {}
+        if device is None and aux:
+            device = next(iter(aux.values())).device
+        aux = self.plan.with_captured(aux, torch.device(device) if device is not None else None)
         out = []
         for s in self.slots:
-            t = tables[s.name] if s.source != "spec" else aux.get(s.name)
+            t = aux.get(s.name) if s.source in ("spec", "captured") else tables[s.name]
             if t is None:
                 raise KeyError(f"hooks of spec {self.plan.name!r} read aux {s.name!r}, "
                                f"not given (got {sorted(aux)})")
@@ -72,7 +78,9 @@ class HookHeader:
 
 
 def _slots(plan: HookPlan) -> tuple[AuxSlot, ...]:
-    slots = [AuxSlot(i, a.name, a.dtype, a.rank, "spec") for i, a in enumerate(plan.aux)]
+    slots = [AuxSlot(i, a.name, a.dtype, a.rank,
+                     "captured" if a.name in plan.captured else "spec")
+             for i, a in enumerate(plan.aux)]
     if plan.classification == "table":
         n = len(slots)
         slots.append(AuxSlot(n, KINDS_AUX, torch.uint8, 4, "block_kinds"))

@@ -14,7 +14,10 @@ fact behind the decision is stated in the reason:
   spec's normaliser (checked on a tiny float64 input): the variant cannot be
   stated as hooks: LLM path;
 - otherwise the rules, with the traced hook plan (the run's one tracing of
-  the spec's mods; plan.json keeps it for the later stages and kernel.py).
+  the spec's mods; plan.json keeps it for the later stages and kernel.py),
+  once the traced expressions are seen to compute what the mods compute
+  element by element (`transfer.hooks.check_trace`; a SpecError at the mod's
+  line otherwise: every later stage uses the expressions, not the mods).
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from cubridge.spec.helpers import (
     softmax_attention,
 )
 from cubridge.spec.model import Spec
-from cubridge.transfer.hooks import HookPlan, plan_hooks
+from cubridge.spec.shapes import smoke_shape
+from cubridge.transfer.hooks import HookPlan, check_trace, plan_hooks
 
 PathName = Literal["rules", "llm"]
+TRACE_CHECK_LEN = 61  # traced vs called mods: every pair of a 61 x 64 problem
 _ACTIVATIONS = {"sigmoid": torch.sigmoid, "relu": torch.relu}
 
 
@@ -57,9 +62,12 @@ class Route:
                 "hooks": self.plan.to_json() if self.plan is not None else None}
 
 
-def choose_path(spec: Spec, kernel: LibraryKernel) -> Route:
+def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = None) -> Route:
     """Decide the path of `spec` on `kernel` (see the module docstring); raises
-    SpecError (file:line) for mods that raise on real tensors."""
+    SpecError (file:line) for mods that raise on real tensors. `trace_check`:
+    the problem the traced mods are checked on (default: 61 x 64 positions, fewer
+    where the spec's lengths are shorter; a caller whose mods capture tensors
+    sized for its own lengths passes those)."""
     probe_mods(spec)
     meta = kernel.metadata
     dims = sorted({(c.d, c.head_dim_v) for c in spec.configs})
@@ -74,6 +82,10 @@ def choose_path(spec: Spec, kernel: LibraryKernel) -> Route:
         except Exception as exc:  # noqa: BLE001 - any tracer refusal means "not a hook"
             return Route("llm", f"the hook tracer cannot express the spec's mods "
                          f"({type(exc).__name__}: {exc})", kernel)
+        if trace_check is None:
+            n = min(TRACE_CHECK_LEN, *spec.seq_lens)
+            trace_check = smoke_shape(spec.configs, sq=n, sk=min(n + 3, *spec.seq_lens))
+        check_trace(spec, plan, trace_check)
         mods = [n for n in ("score_mod", "mask_mod") if getattr(spec, n) is not None]
         verb = "trace" if len(mods) > 1 else "traces"
         return Route("rules", f"the spec's {' and '.join(mods)} {verb} into {kernel.name}'s "

@@ -70,6 +70,7 @@ from cubridge.spec.lengths import long_check_shapes
 from cubridge.spec.loader import load, read_spec_source
 from cubridge.spec.model import Spec
 from cubridge.spec.shapes import shapes_for, verification_shapes
+from cubridge.transfer.hooks import HookPlan
 from cubridge.transfer.target import load_target, write_target
 from cubridge.verify import VerifyReport, verify
 
@@ -236,7 +237,7 @@ def transfer_only(spec_path: str | Path, options: RunOptions | None = None) -> P
     ctx, route = _start(spec_path, opts)
     if route.path == "rules":
         target = _rules_transfer(ctx, route)
-        _verify_ir(ctx, target)
+        _verify_ir(ctx, target, route.plan)
     else:  # LLM errors (budget, no candidate passed) reach the caller as they are
         llm_transfer.transfer(ctx.spec_path, _llm_client(ctx, "transfer"), ctx.run_dir,
                               opts.llm_settings or StageSettings(), kernel=ctx.kernel)
@@ -422,7 +423,7 @@ def _write_report(ctx: _Run, result: RunResult) -> None:
 
 def _rules_path(ctx: _Run, route: Route) -> CompiledVariant:
     target = _rules_transfer(ctx, route)
-    _verify_ir(ctx, target)
+    _verify_ir(ctx, target, route.plan)
     return _rules_lower(ctx, route)
 
 
@@ -447,11 +448,13 @@ def _rules_transfer(ctx: _Run, route: Route) -> type:
     return load_target(run_dir.file(TARGET_FILE))
 
 
-def _verify_ir(ctx: _Run, target: type) -> None:
+def _verify_ir(ctx: _Run, target: type, plan: HookPlan | None) -> None:
     spec, opts = ctx.spec, ctx.opts
 
     def body(rec: StageRecord) -> None:
         fn = attention_fn(target, **ctx.kernel.cuir_config(_head_dims(spec)[0]))
+        if plan is not None:  # tensors the mods capture, where the call leaves them out
+            fn = plan.supplying_captured(fn)
         report = verify(spec, fn, device="cpu", dtypes=spec.dtypes,
                         shapes=_ir_shapes(spec), trials=opts.ir_trials, seed=opts.seed,
                         require_lse=spec.returns_lse)

@@ -106,10 +106,11 @@ class CompiledVariant:
             self._keys[(*build.dims, dtype)] = register(runnable)
         return self
 
-    def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape) -> list[torch.Tensor]:
-        """The tensors of the AuxArgs slots for one problem."""
+    def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape,
+                 device: torch.device | str | None = None) -> list[torch.Tensor]:
+        """The tensors of the AuxArgs slots for one problem (on `device`)."""
         if self.hooks is not None:
-            return self.hooks.pack_aux(aux, shape)
+            return self.hooks.pack_aux(aux, shape, device)
         missing = [n for n in self.aux_order if n not in aux]
         if missing:
             raise KeyError(f"{self.spec.name}: aux {missing} not given (takes {self.aux_order})")
@@ -129,7 +130,7 @@ class CompiledVariant:
                              f"{q.dtype} (have {sorted(self._keys, key=str)})")
         shape = Shape(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3],
                       v.shape[3] if v.shape[3] != q.shape[3] else None)
-        packed = self.pack_aux(aux, shape)
+        packed = self.pack_aux(aux, shape, q.device)
         if not torch.compiler.is_compiling() and self.hooks is not None:
             # layout checks read pointers: eager only
             check_inputs(q, k, v, [q.shape[3]], self.spec.dtypes, packed, what=self.spec.name)

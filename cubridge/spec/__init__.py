@@ -4,6 +4,7 @@ everything the other stages will ask of it."""
 
 from cubridge.spec.check import CheckSummary, check_spec
 from cubridge.spec.errors import SpecError
+from cubridge.spec.from_mods import from_mods
 from cubridge.spec.inputs import DISTRIBUTIONS, Inputs, make_aux, make_inputs
 from cubridge.spec.loader import load, parse_dtype
 from cubridge.spec.model import Spec, Tolerance
@@ -13,6 +14,6 @@ from cubridge.spec.shapes import verification_shapes
 
 __all__ = [
     "DISTRIBUTIONS", "BoundMods", "CheckSummary", "Inputs", "Spec", "SpecError", "Tolerance",
-    "bind_mods", "call_reference", "check_spec", "dense_mask", "load", "make_aux", "make_inputs",
-    "mods_attention", "parse_dtype", "verification_shapes",
+    "bind_mods", "call_reference", "check_spec", "dense_mask", "from_mods", "load", "make_aux",
+    "make_inputs", "mods_attention", "parse_dtype", "verification_shapes",
 ]

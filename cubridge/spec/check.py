@@ -118,9 +118,11 @@ def _mods_location(spec: Spec, exc: BaseException | None = None) -> str | None:
 
 def _mods_raised(spec: Spec, shape: Shape, exc: Exception) -> SpecError:
     hint = ""
-    if "ambiguous" in str(exc) or "Boolean value of Tensor" in str(exc):
-        hint = ("; mods are called with broadcasting index tensors: use tensor ops and "
-                "torch.where, not a Python `if` on a tensor")
+    if any(m in str(exc) for m in ("ambiguous", "Boolean value of Tensor",
+                                    "data-dependent control flow")):
+        hint = ("; mods are called on index tensors (per element under torch.vmap, as "
+                "FlexAttention calls them): use tensor ops and torch.where, not a Python "
+                "`if` on a tensor")
     return SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}{hint}",
                      _mods_location(spec, exc))
 

@@ -1,6 +1,10 @@
 """FlexAttention-style mods: binding their aux arguments, and a plain-PyTorch
 attention that computes a spec from its mods alone (used to check that the
-mods agree with the reference, and by peers that need dense masks)."""
+mods agree with the reference, and by peers that need dense masks).
+
+Mods are evaluated as FlexAttention evaluates them: per element, with
+torch.vmap over b, h, q_idx and kv_idx, so a mod written for scalar indices
+(`row = table[i]; row[0]`) means here what it means in FlexAttention."""
 
 from __future__ import annotations
 
@@ -68,27 +72,53 @@ def index_grids(
             ar(sq).view(1, 1, sq, 1), ar(sk).view(1, 1, 1, sk))
 
 
+def elementwise_mask(mask_mod: MaskMod) -> Callable[..., torch.Tensor]:
+    """mask_mod vmapped over 1-d b, h, q_idx, kv_idx -> [B, H, Sq, Sk], as
+    FlexAttention's create_block_mask calls it."""
+    fn = mask_mod
+    for dims in ((None, None, None, 0), (None, None, 0, None), (None, 0, None, None),
+                 (0, None, None, None)):
+        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
+    return fn
+
+
+def elementwise_score(score_mod: ScoreMod) -> Callable[..., torch.Tensor]:
+    """score_mod vmapped over scores [B, H, Sq, Sk] and 1-d b, h, q_idx,
+    kv_idx, as FlexAttention calls it."""
+    fn = score_mod
+    for dims in ((0, None, None, None, 0), (0, None, None, 0, None), (0, None, 0, None, None),
+                 (0, 0, None, None, None)):
+        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
+    return fn
+
+
+def _indices(b: int, h: int, sq: int, sk: int, device: torch.device | str
+             ) -> tuple[torch.Tensor, ...]:
+    # int32, as FlexAttention passes them
+    return tuple(torch.arange(n, device=device, dtype=torch.int32) for n in (b, h, sq, sk))
+
+
 def dense_mask(mods: BoundMods, b: int, h: int, sq: int, sk: int,
                device: torch.device | str = "cpu") -> torch.Tensor:
     """mask_mod on every (b, h, q, k): bool [B, H, Sq, Sk] (all True without one)."""
     if mods.mask_mod is None:
         return torch.ones(b, h, sq, sk, dtype=torch.bool, device=device)
-    mask = mods.mask_mod(*index_grids(b, h, sq, sk, device))
+    mask = elementwise_mask(mods.mask_mod)(*_indices(b, h, sq, sk, device))
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise TypeError(f"mask_mod must return a bool tensor, got "
                         f"{getattr(mask, 'dtype', type(mask).__name__)}")
-    return mask.expand(b, h, sq, sk)
+    return mask
 
 
 def apply_score_mod(mods: BoundMods, scores: torch.Tensor) -> torch.Tensor:
-    """score_mod on a [B, H, Sq, Sk] score tensor, by broadcasting indices."""
+    """score_mod on a [B, H, Sq, Sk] score tensor, element by element."""
     if mods.score_mod is None:
         return scores
     bsz, h, sq, sk = scores.shape
-    out = mods.score_mod(scores, *index_grids(bsz, h, sq, sk, scores.device))
+    out = elementwise_score(mods.score_mod)(scores, *_indices(bsz, h, sq, sk, scores.device))
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"score_mod must return a tensor, got {type(out).__name__}")
-    return out.expand(bsz, h, sq, sk).to(scores.dtype)
+    return out.to(scores.dtype)
 
 
 def mods_attention(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -105,6 +105,7 @@ def cast(x: Node, dtype: DType) -> Node:
 #   float   operands cast to float, float result
 #   compare operands share a dtype, bool result
 #   logic   bool operands, bool result
+#   bits    int operands (bools promoted), int result: bitwise ops and shifts
 
 
 def _floordiv(a: float, b: float) -> float:
@@ -131,6 +132,18 @@ def _safe_exp(x: float) -> float:
     return math.inf if x > 709 else math.exp(x)
 
 
+def _shl(a: int, b: int) -> int:
+    if b < 0:
+        raise ValueError("negative shift count")
+    return a << b
+
+
+def _shr(a: int, b: int) -> int:
+    if b < 0:
+        raise ValueError("negative shift count")
+    return a >> b
+
+
 @dataclass(frozen=True)
 class OpInfo:
     arity: int
@@ -151,6 +164,7 @@ OPS: dict[str, OpInfo] = {
     "sqrt": OpInfo(1, "float", lambda a: math.sqrt(a) if a >= 0 else math.nan),
     "floor": OpInfo(1, "float", lambda a: float(math.floor(a))),
     "ceil": OpInfo(1, "float", lambda a: float(math.ceil(a))),
+    "erf": OpInfo(1, "float", math.erf),
     # binary arithmetic
     "add": OpInfo(2, "same", lambda a, b: a + b),
     "sub": OpInfo(2, "same", lambda a, b: a - b),
@@ -171,9 +185,18 @@ OPS: dict[str, OpInfo] = {
     "and": OpInfo(2, "logic", lambda a, b: a and b),
     "or": OpInfo(2, "logic", lambda a, b: a or b),
     "xor": OpInfo(2, "logic", lambda a, b: a != b),
+    # integer bit operations (two's complement, arithmetic right shift, as torch)
+    "bitand": OpInfo(2, "bits", lambda a, b: a & b),
+    "bitor": OpInfo(2, "bits", lambda a, b: a | b),
+    "bitxor": OpInfo(2, "bits", lambda a, b: a ^ b),
+    "bitnot": OpInfo(1, "bits", lambda a: ~a),
+    "shl": OpInfo(2, "bits", _shl),
+    "shr": OpInfo(2, "bits", _shr),
     # select
     "where": OpInfo(3, "where", lambda c, a, b: a if c else b),
 }
+
+BIT_OPS = frozenset({"bitand", "bitor", "bitxor", "bitnot", "shl", "shr"})
 
 
 def _common(a: DType, b: DType) -> DType:
@@ -191,6 +214,10 @@ def apply(op: str, *args: Node) -> Node:
         return Node(op, DType.BOOL, tuple(cast(a, DType.BOOL) for a in args))
     if info.typing == "float":
         return Node(op, DType.FLOAT, tuple(cast(a, DType.FLOAT) for a in args))
+    if info.typing == "bits":
+        if any(a.dtype == DType.FLOAT for a in args):
+            raise ValueError(f"{op} takes integer operands, not float")
+        return Node(op, DType.INT, tuple(cast(a, DType.INT) for a in args))
     if info.typing == "where":
         cond, a, b = args
         t = a.dtype if a.dtype == b.dtype else _common(a.dtype, b.dtype)
@@ -242,16 +269,17 @@ def aux_reads(node: Node) -> dict[str, int]:
     return out
 
 
-def shared_subexpressions(root: Node) -> list[Node]:
+def shared_subexpressions(root: Node, leaves: Collection[Node] = ()) -> list[Node]:
     """Non-trivial subexpressions that occur more than once in `root`, children
     before parents: renderers bind each to a temporary so generated code stays
-    readable (and computes each once)."""
+    readable (and computes each once). `leaves` are not looked into (values
+    the renderer already has)."""
     count: Counter[Node] = Counter()
     order: list[Node] = []
 
     def visit(n: Node) -> None:
         count[n] += 1
-        if count[n] > 1:
+        if count[n] > 1 or n in leaves:
             return
         for a in n.args:
             visit(a)

@@ -9,14 +9,19 @@ Block classification:
 - "none": no mask; every block FULL (the kernel masks the sequence tail);
 - "interval": closed form, interval arithmetic on the mask (positions,
   constants, 0-d aux scalars, aux sizes);
-- "table": the mask reads aux tensors element by element (document ids...);
-  tiles are classified on the host from the evaluated mask (block_table).
+- "table": the mask reads aux tensors element by element (document ids...),
+  or uses ops without interval rules (bit operations: Morton orders); tiles
+  are classified on the host from the traced mask evaluated on the grid
+  (block_table), never from the untraced mod.
+
+Tensors the mods capture are lifted to aux (cubridge.transfer.captures): the
+plan keeps them (`captured`) and supplies them to calls that do not pass them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -24,9 +29,13 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
+from cubridge.spec.errors import SpecError, location_of
 from cubridge.spec.model import Spec
-from cubridge.transfer import expr
+from cubridge.spec.mods import bind_mods, elementwise_mask, elementwise_score
+from cubridge.transfer import expr, interval
 from cubridge.transfer.block_table import TABLE_CACHE, BlockTable
+from cubridge.transfer.captures import Captures
+from cubridge.transfer.torch_render import grid_function
 from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_score_mod
 
 Classification = Literal["none", "interval", "table"]
@@ -47,29 +56,65 @@ class HookPlan:
     classification: Classification
     aux: tuple[AuxInfo, ...]  # spec aux tensors the hooks read, in slot order
     aux_names: tuple[str, ...] = ()  # every aux tensor the spec makes (callers pass all)
-    mask_fn: Callable[..., torch.Tensor] | None = None  # the original mod (tables)
+    mask_fn: Callable[..., torch.Tensor] | None = None  # the original mod (messages only)
     table_block: tuple[int, int] = DEFAULT_TABLE_BLOCK
     table_depends_on_b: bool = False
     table_depends_on_h: bool = False
+    # tensors the mods capture, lifted to aux: name -> tensor (not in to_json:
+    # plan_from_json traces the spec again for them)
+    captured: Mapping[str, torch.Tensor] = dataclasses.field(default_factory=dict,
+                                                             compare=False)
 
     @property
     def elementwise(self) -> bool:
         return self.normalizer != "softmax"
 
+    def with_captured(self, aux: Mapping[str, torch.Tensor],
+                      device: torch.device | None = None) -> dict[str, torch.Tensor]:
+        """`aux` plus the captured tensors it does not name (moved to `device`)."""
+        out = dict(aux)
+        for name, t in self.captured.items():
+            if name not in out:
+                out[name] = t if device is None else self._captured_on(name, t, device)
+        return out
+
+    def supplying_captured(self, fn: Callable[..., object]) -> Callable[..., object]:
+        """`fn(q, k, v, scale=None, **aux)` given the captured tensors a call
+        leaves out (the target CuIR reads them from its aux, as the kernel does)."""
+        if not self.captured:
+            return fn
+
+        def call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
+                 **aux: torch.Tensor) -> object:
+            return fn(q, k, v, scale=scale, **self.with_captured(aux, q.device))
+
+        call.__name__ = getattr(fn, "__name__", "attention")
+        return call
+
+    def _captured_on(self, name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+        if t.device == device:
+            return t
+        cache = self._device_copies
+        key = (name, str(device))
+        if key not in cache or cache[key][0] is not t or cache[key][1] != t._version:
+            cache[key] = (t, t._version, t.to(device))
+        return cache[key][2]
+
     @functools.cached_property
-    def _mask_params(self) -> frozenset[str] | None:
-        """Keyword-only parameters of the mask mod (None: it takes **kwargs)."""
-        if self.mask_fn is None:
-            return frozenset()
-        params = inspect.signature(self.mask_fn).parameters.values()
-        if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
-            return None
-        return frozenset(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
+    def _device_copies(self) -> dict[tuple[str, str], tuple[torch.Tensor, int, torch.Tensor]]:
+        return {}
 
     def mask_aux(self, aux: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The aux tensors the mask mod takes (its keyword-only parameters)."""
-        names = self._mask_params
-        return dict(aux) if names is None else {n: t for n, t in aux.items() if n in names}
+        """The aux tensors the traced mask reads."""
+        if self.mask is None:
+            return {}
+        reads = expr.aux_reads(self.mask.node)
+        full = self.with_captured(aux)
+        missing = [n for n in reads if n not in full]
+        if missing:
+            raise KeyError(f"the mask of spec {self.name!r} reads aux {missing}, not given "
+                           f"(got {sorted(aux)})")
+        return {n: full[n] for n in reads}
 
     def to_json(self) -> dict[str, object]:
         """Everything of the plan but the mask function (the spec has it):
@@ -85,17 +130,26 @@ class HookPlan:
                 "classification": self.classification, "aux": [_aux_json(a) for a in self.aux],
                 "aux_names": list(self.aux_names), "table_block": list(self.table_block),
                 "table_depends_on_b": self.table_depends_on_b,
-                "table_depends_on_h": self.table_depends_on_h}
+                "table_depends_on_h": self.table_depends_on_h,
+                "captured": [_aux_json(a) for a in self.aux if a.name in self.captured]}
 
-    def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor]) -> BlockTable:
-        """The (cached) host-side tile table for one problem and its aux inputs."""
-        if self.classification != "table" or self.mask_fn is None:
+    def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor],
+                    device: torch.device | str | None = None) -> BlockTable:
+        """The (cached) tile table for one problem and its aux inputs, from the
+        traced mask evaluated on the index grid, on `device` (default: the aux
+        tensors', else the CPU)."""
+        if self.classification != "table" or self.mask is None:
             raise ValueError(f"spec {self.name!r} classifies blocks by {self.classification}, "
                              "not by table")
         bm, bn = self.table_block
-        return TABLE_CACHE.get(self.mask_fn, shape, bm, bn, self.mask_aux(aux),
+        if device is None:
+            device = next(iter(aux.values())).device if aux else torch.device("cpu")
+        device = torch.device(device)
+        reads = {n: self._captured_on(n, t, device) if n in self.captured and n not in aux
+                 else t for n, t in self.mask_aux(aux).items()}
+        return TABLE_CACHE.get(grid_function(self.mask.node), shape, bm, bn, reads,
                                depends_on_b=self.table_depends_on_b,
-                               depends_on_h=self.table_depends_on_h)
+                               depends_on_h=self.table_depends_on_h, device=device)
 
 
 def _aux_json(a: AuxInfo) -> dict[str, object]:
@@ -107,7 +161,9 @@ def _aux_info(data: Mapping[str, object]) -> AuxInfo:
 
 
 def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
-    """The plan `HookPlan.to_json` wrote, with the spec's mask_mod reattached."""
+    """The plan `HookPlan.to_json` wrote, with the spec's mask_mod reattached
+    (and, when the mods capture tensors, those tensors, from a new trace that
+    must give the same expressions)."""
     def mod(raw: object) -> TracedMod | None:
         if raw is None:
             return None
@@ -117,6 +173,13 @@ def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
 
     if data["name"] != spec.name:
         raise ValueError(f"the hook plan is of spec {data['name']!r}, not {spec.name!r}")
+    captured: dict[str, torch.Tensor] = {}
+    if data.get("captured"):
+        again = plan_hooks(spec, table_block=tuple(data["table_block"]))  # type: ignore[arg-type]
+        if again.to_json() != {k: v for k, v in data.items()}:
+            raise ValueError(f"spec {spec.name!r}: its mods now trace differently from the "
+                             "saved hook plan; run the spec again")
+        captured = dict(again.captured)
     return HookPlan(
         name=str(data["name"]), source=str(data["source"]), score=mod(data["score_mod"]),
         mask=mod(data["mask_mod"]), normalizer=data["normalizer"],  # type: ignore[arg-type]
@@ -125,14 +188,16 @@ def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
         aux_names=tuple(data["aux_names"]),  # type: ignore[arg-type]
         mask_fn=spec.mask_mod, table_block=tuple(data["table_block"]),  # type: ignore[arg-type]
         table_depends_on_b=bool(data["table_depends_on_b"]),
-        table_depends_on_h=bool(data["table_depends_on_h"]))
+        table_depends_on_h=bool(data["table_depends_on_h"]), captured=captured)
 
 
 def _classification(mask: TracedMod | None) -> Classification:
     if mask is None:
         return "none"
     reads = expr.aux_reads(mask.node)
-    return "table" if any(rank > 0 for rank in reads.values()) else "interval"
+    if any(rank > 0 for rank in reads.values()) or not interval.has_rules(mask.node):
+        return "table"
+    return "interval"
 
 
 def example_aux(spec: Spec) -> dict[str, torch.Tensor]:
@@ -150,11 +215,12 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
                table_block: tuple[int, int] = DEFAULT_TABLE_BLOCK) -> HookPlan:
     """Trace the spec's mods and decide how its hooks are built."""
     aux = example_aux(spec) if aux is None else dict(aux)
-    score = trace_score_mod(spec.score_mod, aux) if spec.score_mod else None
-    mask = trace_mask_mod(spec.mask_mod, aux) if spec.mask_mod else None
-    used = {a.name for m in (score, mask) if m for a in m.aux}
+    captures = Captures([spec.score_mod, spec.mask_mod], taken=aux)
+    score = trace_score_mod(spec.score_mod, aux, captures) if spec.score_mod else None
+    mask = trace_mask_mod(spec.mask_mod, aux, captures) if spec.mask_mod else None
+    captured = {n: t for m in (score, mask) if m for n, t in m.captured}
     infos = {a.name: a for m in (score, mask) if m for a in m.aux}
-    ordered = tuple(infos[n] for n in aux if n in used)
+    ordered = tuple(infos[n] for n in [*aux, *captured] if n in infos)
     classification = _classification(mask)
     mask_vars = expr.free_vars(mask.node) if mask else set()
     return HookPlan(
@@ -170,4 +236,42 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
         table_block=table_block,
         table_depends_on_b="b" in mask_vars,
         table_depends_on_h="h" in mask_vars,
+        captured=captured,
     )
+
+
+def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
+                aux: Mapping[str, torch.Tensor] | None = None) -> None:
+    """The traced expressions compute what the mods compute, element by element
+    (FlexAttention's semantics), on every (b, h, q, k) of `shape`; SpecError at
+    the mod's line where they differ (a mod whose Python does something else
+    when called on real tensors than when traced). Every stage after the trace
+    uses the expressions, so this is what ties them to the mods."""
+    aux = example_aux(spec) if aux is None else dict(aux)
+    mods = bind_mods(spec, aux)
+    full = plan.with_captured(aux)
+    idx = [torch.arange(n, dtype=torch.int32) for n in (shape.b, shape.hq, shape.sq, shape.sk)]
+    grid = [i.view([-1 if d == j else 1 for d in range(4)]) for j, i in enumerate(idx)]
+    checks = []
+    if plan.mask is not None and mods.mask_mod is not None:
+        want = elementwise_mask(mods.mask_mod)(*idx)
+        got = grid_function(plan.mask.node)(*grid, **full).expand_as(want)
+        checks.append(("mask_mod", spec.mask_mod, want, got))
+    if plan.score is not None and mods.score_mod is not None:
+        scores = 4 * torch.randn(shape.b, shape.hq, shape.sq, shape.sk,
+                                 generator=torch.Generator().manual_seed(0))
+        want = elementwise_score(mods.score_mod)(scores, *idx).double()
+        got = grid_function(plan.score.node)(*grid, score_=scores, **full).expand_as(want).double()
+        checks.append(("score_mod", spec.score_mod, want, got))
+    for kind, fn, want, got in checks:
+        if want.dtype == torch.bool:
+            bad = want != got
+        else:
+            bad = ~torch.isclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+        if bad.any():
+            b, h, q, k = (int(i) for i in bad.nonzero()[0])
+            raise SpecError(
+                f"the traced {kind} differs from the {kind} itself at (b={b}, h={h}, q={q}, "
+                f"k={k}): {got[b, h, q, k].item()} traced, {want[b, h, q, k].item()} called "
+                f"per element on shape {shape}; it computes something else when called on "
+                "tensors than when traced", location_of(fn))

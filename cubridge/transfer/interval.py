@@ -261,6 +261,22 @@ def ceil(a: Iv) -> Iv:
 # Rendering an expression as interval code (Python here, C++ in cubridge.lower)
 
 
+# Ops with interval rules (here, and as iv_*/ivi_* in hook_helpers.cuh). A mask
+# with any other op (bit operations, erf) is classified by table instead
+# (cubridge.transfer.hooks): its tiles are evaluated, not bounded.
+INTERVAL_OPS = frozenset({
+    "const", "var", "aux_load", "aux_size", "cast", "neg", "abs", "not", "tanh", "exp",
+    "exp2", "log", "sigmoid", "sqrt", "floor", "ceil", "add", "sub", "mul", "truediv",
+    "floordiv", "mod", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor",
+    "where",
+})
+
+
+def has_rules(node: Node) -> bool:
+    """Whether every op of `node` has an interval rule."""
+    return all(n.op in INTERVAL_OPS for n in node.walk())
+
+
 @dataclass(frozen=True)
 class IntervalLang:
     """How one backend spells interval code: a helper call (by its base name,
@@ -276,6 +292,8 @@ def render(node: Node, lang: IntervalLang) -> str:
     """The interval of `node` as an expression of `lang`."""
 
     def go(n: Node) -> str:
+        if n.op not in INTERVAL_OPS:
+            raise ValueError(f"no interval rule for op {n.op!r}; classify such masks by table")
         if n.op in ("const", "var", "aux_load", "aux_size"):
             return lang.leaf(n)
         args = [go(a) for a in n.args]

@@ -77,7 +77,7 @@ def transfer_by_rules(spec: Spec, base: type, *, out_dir: str | Path | None = No
     target = load_target(path)
     dtype = torch.bfloat16 if torch.bfloat16 in spec.dtypes or not spec.dtypes else \
         spec.dtypes[0]
-    report = verify(spec, attention_fn(target, **dict(config or {})),
+    report = verify(spec, plan.supplying_captured(attention_fn(target, **dict(config or {}))),
                     shapes=list(shapes) if shapes is not None else default_shapes(spec),
                     dtypes=[dtype], distributions=["normal"], seed=seed,
                     require_lse=spec.returns_lse)

@@ -37,6 +37,15 @@ def _fold(n: Node) -> Node | None:
         return None  # leave it for run time, as torch would
 
 
+def _clamp_collapses(n: Node, inner: str) -> bool:
+    """n = min(max(x, lo), hi) with lo >= hi (inner "max"), or max(min(x, hi), lo)
+    with lo >= hi (inner "min"): both constant."""
+    x, outer = n.args
+    if x.op != inner or not _is_const(outer) or not _is_const(x.args[1]):
+        return False
+    return x.args[1].arg >= outer.arg if inner == "max" else outer.arg >= x.args[1].arg
+
+
 Rule = tuple[str, Callable[[Node], Node | None]]
 
 RULES: list[Rule] = [
@@ -63,6 +72,12 @@ RULES: list[Rule] = [
     # x op x
     ("and", lambda n: n.args[0] if n.args[0] == n.args[1] else None),
     ("or", lambda n: n.args[0] if n.args[0] == n.args[1] else None),
+    # an integer clamp to an empty or one-point range: its upper (min) or lower
+    # (max) end, whatever x is (clamp(x, 1, 1) in STA masks)
+    ("min", lambda n: n.args[1] if n.dtype == DType.INT and _clamp_collapses(n, "max")
+        else None),
+    ("max", lambda n: n.args[1] if n.dtype == DType.INT and _clamp_collapses(n, "min")
+        else None),
     # select with a known condition or equal branches
     ("where", lambda n: (n.args[1] if n.args[0].arg else n.args[2]) if _is_const(n.args[0])
         else None),

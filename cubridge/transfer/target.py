@@ -133,7 +133,7 @@ def render_target(plan: HookPlan, base: type) -> str:
         f'    """{plan.name} on {base_name}: hooks generated from the spec\'s mods."""',
         "",
         f"    normalizer = {'elementwise' if plan.elementwise else 'softmax'!r}",
-        f"    aux_names = {tuple(plan.aux_names)!r}",
+        f"    aux_names = {(*plan.aux_names, *plan.captured)!r}",
         "",
     ]
     if plan.score:

@@ -10,8 +10,10 @@ other float dtypes are converted.
 
 from __future__ import annotations
 
+import functools
+import keyword
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -24,13 +26,15 @@ _TEMPLATES = {
     "neg": "(-{0})", "abs": "torch.abs({0})", "not": "(~{0})",
     "tanh": "torch.tanh({0})", "exp": "torch.exp({0})", "exp2": "torch.exp2({0})",
     "log": "torch.log({0})", "sigmoid": "torch.sigmoid({0})", "sqrt": "torch.sqrt({0})",
-    "floor": "torch.floor({0})", "ceil": "torch.ceil({0})",
+    "floor": "torch.floor({0})", "ceil": "torch.ceil({0})", "erf": "torch.erf({0})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
     "floordiv": "({0} // {1})", "mod": "({0} % {1})",
     "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
     "eq": "({0} == {1})", "ne": "({0} != {1})",
     "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
     "where": "torch.where({0}, {1}, {2})",
+    "bitand": "({0} & {1})", "bitor": "({0} | {1})", "bitxor": "({0} ^ {1})",
+    "bitnot": "(~{0})", "shl": "({0} << {1})", "shr": "({0} >> {1})",
 }
 
 
@@ -88,3 +92,38 @@ def render_torch_body(node: Node, aux_vars: Mapping[str, str],
         lines.append(f"{indent}t{len(bound)} = {render_torch(n, aux_vars, aux_dtypes, bound)}")
         bound[n] = f"t{len(bound)}"
     return [*lines, f"{indent}return {render_torch(node, aux_vars, aux_dtypes, bound)}"]
+
+
+@functools.lru_cache(maxsize=64)
+def grid_function(node: Node) -> Callable[..., torch.Tensor]:
+    """`fn(b, h, q_idx, kv_idx, *, score_=None, **aux)` evaluating `node` (a
+    mask, or a score_mod of the scores `score_`) on broadcasting index
+    tensors: the traced expression on a whole grid at once (block tables,
+    mods-derived attention). Element by element it is what the mod computes,
+    whatever the mod did with shapes, since the expression is per element.
+    One function per expression, so callers may key caches by it."""
+    reads = sorted(n.arg for n in node.walk() if n.op in ("aux_load", "aux_size")
+                   and isinstance(n.arg, str)) + sorted(
+        n.arg[0] for n in node.walk() if n.op == "aux_size")
+    names = {r: (r if r.isidentifier() and not keyword.iskeyword(r) and r not in _GRID_NAMES
+                 else f"aux_{i}") for i, r in enumerate(dict.fromkeys(reads))}
+    dtypes = _AnyDtype()
+    body = render_torch_body(node, names, dtypes, indent="    ")
+    binds = [f"    {local} = aux[{name!r}]" for name, local in names.items()]
+    source = "\n".join(["def grid_fn(b, h, q_idx, kv_idx, *, score_=None, **aux):",
+                        "    s = score_", *binds, *body])
+    scope: dict[str, object] = {"torch": torch, "math": math}
+    exec(compile(source, f"<cubridge grid function {abs(hash(node)):x}>", "exec"), scope)
+    return scope["grid_fn"]  # type: ignore[return-value]
+
+
+_GRID_NAMES = {"b", "h", "q_idx", "kv_idx", "s", "aux", "torch", "math"} | {
+    f"t{i}" for i in range(1000)}
+
+
+class _AnyDtype(dict):
+    """Aux dtypes for render_torch when they are not known ahead: float reads
+    are converted to float32 whatever they are (a no-op for float32)."""
+
+    def __getitem__(self, name: object) -> torch.dtype:
+        return torch.float64  # anything but float32: the conversion is emitted

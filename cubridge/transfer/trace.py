@@ -3,9 +3,17 @@
 A mod runs once on symbolic values: `Sym` stands for a scalar (an index, the
 score, an aux element) and records each operation as an `expr.Node`. Aux
 tensors become `SymAux` placeholders: indexing one with traced indices records
-an aux read; a 0-d aux tensor is itself a scalar read. Anything the IR cannot
-express (another torch op, Python control flow on a traced value, math.* on a
-traced value) raises `TraceError` naming the op and the spec's file:line.
+an aux read; a 0-d aux tensor is itself a scalar read. A tensor the mod
+captures (closure, global) and indexes with a traced value is lifted to an aux
+tensor (cubridge.transfer.captures); captured Python scalars and 0-d tensors
+are constants of the trace.
+
+Mods run on scalars, as FlexAttention runs them (per element, under vmap):
+`intervals[i]` of a captured [N, 2] tensor is a row, and `row[0]` an element.
+Torch functions are recognised by identity, not by name: a custom op named
+like a torch op is not that op. Anything the IR cannot express (another torch
+op, Python control flow on a traced value, math.* on a traced value) raises
+`TraceError` naming the op and the spec's file:line.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.transfer import expr
+from cubridge.transfer.captures import Captures
 from cubridge.transfer.expr import DType, Node
 from cubridge.transfer.simplify import simplify
 
@@ -77,6 +86,10 @@ def _lift(x: object) -> Node:
         return expr.const(x)
     if isinstance(x, torch.Tensor) and x.numel() == 1 and x.dim() == 0:
         return expr.const(x.item())
+    if isinstance(x, torch.Tensor):
+        raise TraceError(
+            f"a tensor of shape {list(x.shape)} used whole in a traced hook; hooks compute one "
+            "scalar per (q, k) pair: index it with the traced indices (tensor[q_idx])")
     if isinstance(x, SymAux):
         raise TraceError(
             f"aux tensor {x.name!r} (rank {x.rank}) used as a value; index it "
@@ -127,7 +140,7 @@ class Sym:
     def __ne__(self, o: object) -> Sym: return _op("ne", self, o)  # type: ignore[override]
     __hash__ = None  # type: ignore[assignment]
 
-    # logic (bool operands only, as FlexAttention masks use them)
+    # logic on bools; bitwise on ints (as torch: & | ^ ~ mean either)
     def __and__(self, o: object) -> Sym: return _logic("and", self, o)
     def __rand__(self, o: object) -> Sym: return _logic("and", o, self)
     def __or__(self, o: object) -> Sym: return _logic("or", self, o)
@@ -135,6 +148,10 @@ class Sym:
     def __xor__(self, o: object) -> Sym: return _logic("xor", self, o)
     def __rxor__(self, o: object) -> Sym: return _logic("xor", o, self)
     def __invert__(self) -> Sym: return _logic("not", self)
+    def __lshift__(self, o: object) -> Sym: return _bits("shl", self, o)
+    def __rlshift__(self, o: object) -> Sym: return _bits("shl", o, self)
+    def __rshift__(self, o: object) -> Sym: return _bits("shr", self, o)
+    def __rrshift__(self, o: object) -> Sym: return _bits("shr", o, self)
 
     # Python control flow and conversions cannot be traced
     def __bool__(self) -> bool:
@@ -161,7 +178,14 @@ class Sym:
     def device(self) -> torch.device:
         return torch.device("cpu")
 
+    def unsqueeze(self, dim: int) -> SymVec:
+        """x.unsqueeze(-1): a one-element vector, to compare with a row."""
+        if dim not in (-1, 0):
+            raise TraceError(f"unsqueeze({dim}) of a traced scalar; only -1 (a vector of one)")
+        return SymVec((self,))
+
     def __getattr__(self, name: str) -> Callable[..., Sym]:
+        # a method call on a traced value: the tensor method of that name
         if name.startswith("__"):
             raise AttributeError(name)
         handler = _TORCH_OPS.get(name)
@@ -171,21 +195,98 @@ class Sym:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
-        name = getattr(func, "__name__", str(func))
-        handler = _TORCH_OPS.get(name)
+        if func is _TENSOR_GETITEM and isinstance(args[0], torch.Tensor):
+            return _captured(args[0])[args[1]]  # a captured tensor indexed by a traced value
+        handler = _FUNCTIONS.get(func)
         if handler is None:
-            raise TraceError(f"unsupported op torch.{name} in a traced hook")
+            raise TraceError(f"unsupported op {describe_function(func)} in a traced hook")
         return handler(*args, **(kwargs or {}))
+
+
+class SymVec:
+    """A short vector per (q, k) pair: a row of a captured tensor, or a traced
+    scalar unsqueezed to compare with one. Elementwise ops broadcast a vector of
+    one; any/all/sum over the last dim reduce it to a scalar (unrolled reads)."""
+
+    def __init__(self, items: tuple[Sym, ...]) -> None:
+        self.items = items
+
+    def _map(self, o: object, fn: Callable[[Sym, object], Sym]) -> SymVec:
+        other = o.row() if isinstance(o, SymAux) else o
+        if isinstance(other, SymVec):
+            a, b = self.items, other.items
+            if len(a) != len(b) and 1 not in (len(a), len(b)):
+                raise TraceError(f"vectors of {len(a)} and {len(b)} elements do not broadcast")
+            n = max(len(a), len(b))
+            return SymVec(tuple(fn(a[i if len(a) > 1 else 0], b[i if len(b) > 1 else 0])
+                                for i in range(n)))
+        return SymVec(tuple(fn(x, other) for x in self.items))
+
+    def __eq__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a == b)  # type: ignore[override]
+    def __ne__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a != b)  # type: ignore[override]
+    def __lt__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a < b)
+    def __le__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a <= b)
+    def __gt__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a > b)
+    def __ge__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a >= b)
+    def __and__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a & b)
+    def __or__(self, o: object) -> SymVec: return self._map(o, lambda a, b: a | b)
+    __hash__ = None  # type: ignore[assignment]
+
+    def _reduce(self, op: str, dim: int) -> Sym:
+        if dim not in (-1, 0):
+            raise TraceError(f"reduction over dim {dim} of a row; only its last dim")
+        out = self.items[0]
+        for x in self.items[1:]:
+            out = {"any": lambda a, b: a | b, "all": lambda a, b: a & b,
+                   "sum": lambda a, b: a + b}[op](out, x)
+        return out
+
+    def any(self, dim: int = -1) -> Sym: return self._reduce("any", dim)
+    def all(self, dim: int = -1) -> Sym: return self._reduce("all", dim)
+    def sum(self, dim: int = -1) -> Sym: return self._reduce("sum", dim)
+
+    def __getattr__(self, name: str) -> object:
+        raise TraceError(f"unsupported use of a row (a vector per pair): .{name}; reduce it "
+                         "with .any(-1), .all(-1) or .sum(-1)")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        for op in ("any", "all", "sum"):
+            if func in (getattr(torch, op), getattr(torch.Tensor, op)):
+                dim = (kwargs or {}).get("dim", args[1] if len(args) > 1 else -1)
+                return args[0]._reduce(op, dim)
+        raise TraceError(f"unsupported op {describe_function(func)} on a row (a vector per "
+                         "pair); reduce it with .any(-1), .all(-1) or .sum(-1)")
 
 
 class SymAux:
     """An aux tensor during tracing: index it to read an element."""
 
-    def __init__(self, name: str, tensor: torch.Tensor, prefix: tuple[Node, ...] = ()) -> None:
+    def __init__(self, name: str, tensor: torch.Tensor, prefix: tuple[Node, ...] = (),
+                 captured: bool = False) -> None:
         self.name = name
         self.tensor = tensor
         self.rank = tensor.dim()
         self.prefix = prefix
+        self.captured = captured
+
+    def row(self) -> SymVec:
+        """The last dim of a captured tensor, indexed down to it, as a vector of
+        reads (its length is the captured tensor's, fixed when traced)."""
+        if not self.captured or len(self.prefix) != self.rank - 1:
+            raise TraceError(
+                f"aux tensor {self.name!r} used as a value with {self.rank - len(self.prefix)} "
+                "dims left; hooks read elements (a captured tensor's last dim may be used as "
+                "a row and reduced: (row == x).any(-1))")
+        return SymVec(tuple(self[i] for i in range(self.tensor.shape[-1])))  # type: ignore[misc]
+
+    def __eq__(self, o: object) -> SymVec: return self.row() == o  # type: ignore[override]
+    def __ne__(self, o: object) -> SymVec: return self.row() != o  # type: ignore[override]
+    def __lt__(self, o: object) -> SymVec: return self.row() < o
+    def __le__(self, o: object) -> SymVec: return self.row() <= o
+    def __gt__(self, o: object) -> SymVec: return self.row() > o
+    def __ge__(self, o: object) -> SymVec: return self.row() >= o
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def shape(self) -> tuple[Sym, ...]:
@@ -219,7 +320,7 @@ class SymAux:
                 f"aux tensor {self.name!r} has rank {self.rank} but got {len(full)} indices"
             )
         if len(full) < self.rank:
-            return SymAux(self.name, self.tensor, full)
+            return SymAux(self.name, self.tensor, full, self.captured)
         return Sym(Node("aux_load", ir_dtype(self.tensor.dtype, f"aux {self.name!r}"), full,
                         arg=self.name))
 
@@ -228,21 +329,47 @@ class SymAux:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
-        name = getattr(func, "__name__", str(func))
-        raise TraceError(f"unsupported op torch.{name} on a whole aux tensor; index it first")
+        whole = next(a for a in (*args, *(kwargs or {}).values()) if isinstance(a, SymAux))
+        what = (f"aux tensor {whole.name!r}" if not whole.prefix else
+                f"a rank-{whole.dim()} slice of aux tensor {whole.name!r}")
+        raise TraceError(f"unsupported op {describe_function(func)} on {what}: hooks compute "
+                         "one scalar per (q, k) pair; index down to an element first")
 
 
 # ---------------------------------------------------------------------------
 # torch functions and tensor methods, by name: name -> handler(*args, **kwargs)
 
 
+_BITWISE = {"and": "bitand", "or": "bitor", "xor": "bitxor", "not": "bitnot"}
+_SYMBOLS = {"and": "&", "or": "|", "xor": "^", "not": "~", "shl": "<<", "shr": ">>"}
+
+
 def _logic(op: str, *args: object) -> Sym:
+    """& | ^ ~: logical on bools, bitwise on integers (a bool operand beside an
+    integer one is promoted, as in torch)."""
+    nodes = [_lift(a) for a in args]
+    if all(n.dtype == DType.BOOL for n in nodes):
+        return Sym(expr.apply(op, *nodes))
+    return _bits(_BITWISE[op], *args, symbol=_SYMBOLS[op])
+
+
+def _bits(op: str, *args: object, symbol: str | None = None) -> Sym:
     nodes = [_lift(a) for a in args]
     for n in nodes:
-        if n.dtype != DType.BOOL:
-            symbol = {"and": "&", "or": "|", "xor": "^", "not": "~"}[op]
-            raise TraceError(f"bitwise {symbol} on a {n.dtype.value} value; only bool masks")
+        if n.dtype == DType.FLOAT:
+            raise TraceError(f"bitwise {symbol or _SYMBOLS[op]} on a float value; "
+                             "it takes integers or bools")
     return Sym(expr.apply(op, *nodes))
+
+
+def _gelu(x: object, approximate: str = "none") -> Sym:
+    """torch.nn.functional.gelu, written with the ops it is defined by."""
+    v = Sym(expr.cast(_lift(x), DType.FLOAT))
+    if approximate == "none":
+        return 0.5 * v * (1.0 + _op("erf", v * 0.7071067811865476))
+    if approximate == "tanh":
+        return 0.5 * v * (1.0 + _op("tanh", 0.7978845608028654 * (v + 0.044715 * v * v * v)))
+    raise TraceError(f"unsupported gelu(approximate={approximate!r})")
 
 
 def _pow(x: object, p: object) -> Sym:
@@ -341,7 +468,8 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "neg": _unary("neg"), "negative": _unary("neg"), "__neg__": _unary("neg"),
     "tanh": _unary("tanh"), "exp": _unary("exp"), "exp2": _unary("exp2"),
     "log": _unary("log"), "sigmoid": _unary("sigmoid"), "sqrt": _unary("sqrt"),
-    "floor": _unary("floor"), "ceil": _unary("ceil"),
+    "floor": _unary("floor"), "ceil": _unary("ceil"), "erf": _unary("erf"),
+    "expit": _unary("sigmoid"), "gelu": _gelu,
     "relu": _relu,
     "minimum": _minmax("min"), "maximum": _minmax("max"),
     "min": _minmax("min"), "max": _minmax("max"), "fmin": _minmax("min"), "fmax": _minmax("max"),
@@ -367,6 +495,13 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "logical_xor": lambda a, b: _logic("xor", a, b), "__xor__": lambda a, b: _logic("xor", a, b),
     "logical_not": lambda a: _logic("not", a), "__invert__": lambda a: _logic("not", a),
     "bitwise_not": lambda a: _logic("not", a),
+    "bitwise_and": lambda a, b: _logic("and", a, b), "__rand__": lambda a, b: _logic("and", b, a),
+    "bitwise_or": lambda a, b: _logic("or", a, b), "__ror__": lambda a, b: _logic("or", b, a),
+    "bitwise_xor": lambda a, b: _logic("xor", a, b), "__rxor__": lambda a, b: _logic("xor", b, a),
+    "bitwise_left_shift": lambda a, b: _bits("shl", a, b),
+    "__lshift__": lambda a, b: _bits("shl", a, b), "__rlshift__": lambda a, b: _bits("shl", b, a),
+    "bitwise_right_shift": lambda a, b: _bits("shr", a, b),
+    "__rshift__": lambda a, b: _bits("shr", a, b), "__rrshift__": lambda a, b: _bits("shr", b, a),
     "square": lambda x: _op("mul", x, x),
     "pow": _pow, "__pow__": _pow,
     "to": _to,
@@ -377,7 +512,60 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "masked_fill": lambda x, mask, value: _where(mask, value, x),
 }
 # names that exist as torch functions but not as the tensor method of the same meaning
-_FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where"}
+_FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where", "gelu", "expit"}
+
+# Where each name above is a torch function: torch.*, Tensor methods and
+# operators, torch.nn.functional.*, torch.special.*. __torch_function__ looks
+# functions up by identity in this table, never by name.
+_OWNERS = (torch, torch.Tensor, torch.nn.functional, torch.special)
+_OWNER_NAMES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.special")
+
+
+def _function_table() -> dict[object, Callable[..., Sym]]:
+    table: dict[object, Callable[..., Sym]] = {}
+    for name, handler in _TORCH_OPS.items():
+        for owner in _OWNERS:
+            if owner is torch.Tensor and name in _FUNCTION_ONLY:
+                continue
+            fn = getattr(owner, name, None)
+            if fn is not None and callable(fn) and not isinstance(fn, torch.dtype):
+                table.setdefault(fn, handler)
+    return table
+
+
+_FUNCTIONS = _function_table()
+_TENSOR_GETITEM = torch.Tensor.__getitem__
+
+
+def describe_function(func: object) -> str:
+    """How a user would spell a function in their code: torch.ops.ns.name for
+    custom ops, module.qualname otherwise."""
+    if isinstance(func, torch._ops.OpOverloadPacket | torch._ops.OpOverload):
+        return f"torch.ops.{func._qualified_op_name.replace('::', '.')}" \
+            if hasattr(func, "_qualified_op_name") else f"torch.ops.{func}"
+    name = getattr(func, "__name__", None)
+    for owner, spelled in zip(_OWNERS, _OWNER_NAMES, strict=True):
+        if name and getattr(owner, name, None) is func:
+            return f"{spelled}.{name}"
+    module = getattr(func, "__module__", None) or ""
+    qualname = getattr(func, "__qualname__", None) or name or repr(func)
+    return f"{module}.{qualname}" if module else qualname
+
+
+# ---------------------------------------------------------------------------
+# Captured tensors: the trace in progress lifts them to aux
+
+
+_ACTIVE_CAPTURES: list[Captures] = []
+
+
+def _captured(tensor: torch.Tensor) -> SymAux:
+    if not _ACTIVE_CAPTURES:
+        raise TraceError("a tensor indexed by a traced value outside a trace")
+    ir_dtype(tensor.dtype, "a captured tensor")
+    if tensor.dim() == 0:
+        raise TraceError("a 0-d captured tensor indexed by a traced value")
+    return SymAux(_ACTIVE_CAPTURES[-1].aux_name(tensor), tensor, captured=True)
 
 
 # ---------------------------------------------------------------------------
@@ -395,11 +583,13 @@ class AuxInfo:
 
 @dataclass(frozen=True)
 class TracedMod:
-    """A traced mod: its expression and the aux tensors it reads."""
+    """A traced mod: its expression and the aux tensors it reads (`captured`:
+    those of them it captured, as (name, tensor))."""
 
     node: Node
     aux: tuple[AuxInfo, ...]
     where: str  # file:line of the mod's definition
+    captured: tuple[tuple[str, torch.Tensor], ...] = ()
 
 
 def _mod_location(fn: Callable[..., object]) -> str:
@@ -433,9 +623,12 @@ def _aux_kwargs(fn: Callable[..., object], kind: str,
 
 
 def _trace(fn: Callable[..., object], kind: str, positional: list[Sym],
-           aux: Mapping[str, torch.Tensor], result: DType) -> TracedMod:
+           aux: Mapping[str, torch.Tensor], result: DType,
+           captures: Captures | None) -> TracedMod:
     where = _mod_location(fn)
     kwargs = _aux_kwargs(fn, kind, aux)
+    captures = captures if captures is not None else Captures([fn], taken=aux)
+    _ACTIVE_CAPTURES.append(captures)
     try:
         out = fn(*positional, **kwargs)
     except TraceError as e:
@@ -445,6 +638,8 @@ def _trace(fn: Callable[..., object], kind: str, positional: list[Sym],
         raise TraceError(
             f"in {kind}: {type(e).__name__}: {e}", where=f"{loc.filename}:{loc.lineno}"
         ) from e
+    finally:
+        _ACTIVE_CAPTURES.pop()
     try:
         node = _lift(out)
     except TraceError:
@@ -453,19 +648,25 @@ def _trace(fn: Callable[..., object], kind: str, positional: list[Sym],
         raise TraceError(f"{kind} must return a bool mask, got {node.dtype.value}", where)
     node = simplify(expr.cast(node, result))
     used = expr.aux_reads(node)
-    infos = tuple(AuxInfo(n, aux[n].dtype, aux[n].dim()) for n in aux if n in used)
-    return TracedMod(node, infos, where)
+    every = {**aux, **captures.lifted}
+    infos = tuple(AuxInfo(n, every[n].dtype, every[n].dim()) for n in every if n in used)
+    captured = tuple((n, t) for n, t in captures.lifted.items() if n in used)
+    return TracedMod(node, infos, where, captured)
 
 
-def trace_mask_mod(fn: Callable[..., object], aux: Mapping[str, torch.Tensor]) -> TracedMod:
-    """Trace `mask_mod(b, h, q_idx, kv_idx, *, <aux>)` into a bool expression."""
+def trace_mask_mod(fn: Callable[..., object], aux: Mapping[str, torch.Tensor],
+                   captures: Captures | None = None) -> TracedMod:
+    """Trace `mask_mod(b, h, q_idx, kv_idx, *, <aux>)` into a bool expression;
+    pass one `captures` to the traces of a spec's two mods so that a tensor
+    both capture gets one aux name."""
     idx = [Sym(expr.var(n)) for n in expr.INDEX_VARS]
-    return _trace(fn, "mask_mod", idx, aux, DType.BOOL)
+    return _trace(fn, "mask_mod", idx, aux, DType.BOOL, captures)
 
 
-def trace_score_mod(fn: Callable[..., object], aux: Mapping[str, torch.Tensor]) -> TracedMod:
+def trace_score_mod(fn: Callable[..., object], aux: Mapping[str, torch.Tensor],
+                    captures: Captures | None = None) -> TracedMod:
     """Trace `score_mod(score, b, h, q_idx, kv_idx, *, <aux>)` into a float expression."""
     args = [Sym(expr.var(expr.SCORE_VAR))] + [Sym(expr.var(n)) for n in expr.INDEX_VARS]
-    return _trace(fn, "score_mod", args, aux, DType.FLOAT)
+    return _trace(fn, "score_mod", args, aux, DType.FLOAT, captures)
 
 

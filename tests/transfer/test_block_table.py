@@ -123,8 +123,10 @@ def test_cache_hit_on_the_same_tensors_needs_no_comparison(monkeypatch):
     assert cache.builds == 1
 
 
-def test_plan_passes_the_mask_every_aux_it_takes():
-    """A mask parameter that tracing finds unused still reaches the grid evaluation."""
+def test_plan_tables_come_from_the_traced_mask():
+    """The table is the traced expression evaluated on the grid: it reads only
+    what the expression reads (a parameter the mod never uses is not needed),
+    and its kinds are those of the mod itself."""
     from cubridge.transfer.hooks import HookPlan
 
     def mask(b, h, q, k, *, doc_id, unused):
@@ -134,7 +136,8 @@ def test_plan_passes_the_mask_every_aux_it_takes():
     aux = {**_aux(), "unused": torch.zeros(1)}
     plan = plan_hooks(spec.__class__(**{**spec.__dict__, "mask_mod": mask}), aux)
     assert isinstance(plan, HookPlan) and plan.classification == "table"
-    assert set(plan.mask_aux(aux)) == {"doc_id", "unused"}
-    table = plan.block_table(SHAPE, aux)
-    kinds, _ = _brute(_dense(mask, plan.mask_aux(aux), SHAPE.b, 1), *DEFAULT_TABLE_BLOCK)
+    assert set(plan.mask_aux(aux)) == {"doc_id"}
+    table = plan.block_table(SHAPE, {"doc_id": aux["doc_id"]})
+    taken = {"doc_id": aux["doc_id"], "unused": aux["unused"]}
+    kinds, _ = _brute(_dense(mask, taken, SHAPE.b, 1), *DEFAULT_TABLE_BLOCK)
     np.testing.assert_array_equal(table.kinds.numpy(), kinds)

@@ -151,9 +151,12 @@ def test_math_functions_on_traced_values_are_rejected():
         trace_score_mod(lambda s, b, h, q, k: s + math.log(q), {})
 
 
-def test_integer_bitwise_ops_are_rejected():
-    with pytest.raises(TraceError, match="bitwise & on a int"):
-        trace_mask_mod(lambda b, h, q, k: (q & 1) == 0, {})
+def test_float_bitwise_ops_are_rejected():
+    """Bit operations take integers and bools (as in torch), not floats."""
+    with pytest.raises(TraceError, match="bitwise & on a float"):
+        trace_score_mod(lambda s, b, h, q, k: s & 1, {})
+    with pytest.raises(TraceError, match="bitwise << on a float"):
+        trace_score_mod(lambda s, b, h, q, k: s + (q / 2 << 1), {})
 
 
 def test_non_bool_mask_is_rejected():
@@ -169,15 +172,15 @@ def test_missing_aux_is_named():
         trace_mask_mod(mask, {"other": torch.zeros(2)})
 
 
-def test_global_tensor_captured_by_a_mod_is_rejected():
+def test_global_tensor_captured_by_a_mod_is_lifted_to_aux():
     table = torch.arange(10)
 
     def mask(b, h, q, k):
         return table[q] > 3  # captured
 
-    with pytest.raises(TraceError, match="__getitem__") as e:
-        trace_mask_mod(mask, {})
-    assert e.value.where.endswith(f":{_line_of(mask, '# captured')}")
+    t = trace_mask_mod(mask, {})
+    assert [(a.name, a.rank) for a in t.aux] == [("table", 1)]
+    assert dict(t.captured)["table"] is table
 
 
 def test_wrong_index_count_and_float_index_are_rejected():
