@@ -44,20 +44,60 @@ def _bind(fn: Callable[..., torch.Tensor], aux: Mapping[str, torch.Tensor]) -> d
     return {n: aux[n] for n in names}
 
 
+def captured_device(fn: Callable[..., object] | None, depth: int = 0) -> torch.device | None:
+    """The device of a tensor `fn` captures (closure cells, nested functions,
+    globals it names) when that is not the CPU: FlexAttention users capture
+    tensors on their GPU, and such a mod must be called with indices there."""
+    if fn is None or depth > 4:
+        return None
+    values = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+              if _cell_filled(c)]
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        glb = getattr(fn, "__globals__", {})
+        values += [glb[n] for n in code.co_names if n in glb]
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+            return value.device
+        if callable(value) and not isinstance(value, type) and hasattr(value, "__code__"):
+            found = captured_device(value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _cell_filled(cell: object) -> bool:
+    try:
+        cell.cell_contents  # type: ignore[attr-defined]  # noqa: B018
+    except ValueError:  # an empty cell (a name not yet bound)
+        return False
+    return True
+
+
 def bind_mods(spec: Spec, aux: Mapping[str, torch.Tensor]) -> BoundMods:
     """Closures over `aux` that FlexAttention can call as
     score_mod(score, b, h, q_idx, kv_idx) and mask_mod(b, h, q_idx, kv_idx)."""
     score_mod = mask_mod = None
     if spec.score_mod is not None:
         fn_s, kw_s = spec.score_mod, _bind(spec.score_mod, aux)
+        dev_s = captured_device(fn_s)
 
         def score_mod(score, b, h, q_idx, kv_idx):
+            if dev_s is not None and score.device != dev_s:  # see captured_device
+                out = fn_s(score.to(dev_s), b.to(dev_s), h.to(dev_s), q_idx.to(dev_s),
+                           kv_idx.to(dev_s), **{n: t.to(dev_s) for n, t in kw_s.items()})
+                return out.to(score.device)
             return fn_s(score, b, h, q_idx, kv_idx, **kw_s)
 
     if spec.mask_mod is not None:
         fn_m, kw_m = spec.mask_mod, _bind(spec.mask_mod, aux)
+        dev_m = captured_device(fn_m)
 
         def mask_mod(b, h, q_idx, kv_idx):
+            if dev_m is not None and q_idx.device != dev_m:  # see captured_device
+                out = fn_m(b.to(dev_m), h.to(dev_m), q_idx.to(dev_m), kv_idx.to(dev_m),
+                           **{n: t.to(dev_m) for n, t in kw_m.items()})
+                return out.to(q_idx.device)
             return fn_m(b, h, q_idx, kv_idx, **kw_m)
 
     return BoundMods(score_mod, mask_mod)
