@@ -249,7 +249,8 @@ def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
     uses the expressions, so this is what ties them to the mods."""
     aux = example_aux(spec) if aux is None else dict(aux)
     mods = bind_mods(spec, aux)
-    full = plan.with_captured(aux)
+    # on the CPU, captured tensors included (FlexAttention users capture on the GPU)
+    full = {n: t.cpu() for n, t in plan.with_captured(aux, torch.device("cpu")).items()}
     idx = [torch.arange(n, dtype=torch.int32) for n in (shape.b, shape.hq, shape.sq, shape.sk)]
     grid = [i.view([-1 if d == j else 1 for d in range(4)]) for j, i in enumerate(idx)]
     checks = []
