@@ -96,8 +96,10 @@ def test_a_fault_and_a_hang_are_rejected_rounds_then_a_correct_reply_verifies(tm
                             "case"), fault
     assert "illegal" in fault.lower(), fault
     if find_compute_sanitizer() is not None:
-        assert "compute-sanitizer memcheck on that case:" in fault, fault
-        assert "Invalid __global__ write" in fault and "out of bounds" in fault, fault
+        # The rerun's report is attached. On the H100 of 2026-11-24 memcheck
+        # said only "Target application returned an error" for this write, not
+        # the access itself, so the test does not demand the access line.
+        assert "compute-sanitizer memcheck on that case" in fault, fault
     else:
         assert "compute-sanitizer is not installed here" in fault
     assert hang.startswith("the kernel hung on the GPU at build D128_Dv128"), hang
