@@ -70,6 +70,8 @@ MUTANTS = [
     Mutant("stage_overwritten_before_release", SM90,
            "            self.k_empty[i].wait(slot.phase)\n", "",
            (Expect(HazardError, "self.copy_async(self.k_s[i]", "producer"),
+            # the producer's BlockInfo word shares K's slot: its store is caught first
+            Expect(HazardError, "self.store(self.info_s[i]", "producer"),
             Expect(DeadlockError, "self.v_empty[i].wait(slot.phase)", "producer"))),
     Mutant("missing_arrive_deadlock", SM90,
            "            self.k_empty[slot.index].arrive()\n", "", (PRODUCER_K_EMPTY,)),
@@ -104,7 +106,8 @@ MUTANTS = [
     Mutant("extra_arrive", SM90,
            "            self.k_empty[slot.index].arrive()\n",
            "            self.k_empty[slot.index].arrive()\n" * 2,
-           (Expect(HazardError, "self.copy_async(self.k_s[i]", "producer"), PRODUCER_K_EMPTY)),
+           (Expect(HazardError, "self.copy_async(self.k_s[i]", "producer"),
+            Expect(HazardError, "self.store(self.info_s[i]", "producer"), PRODUCER_K_EMPTY)),
 ]
 
 

@@ -103,7 +103,7 @@ def test_eval_replays_fixtures_into_pass_at_k_tables(tmp_path, monkeypatch):
     md = (out / "eval.md").read_text()
     assert "| cosine | fa_sm80 | 2 | 1.00 | n/a | n/a | 0.50 | n/a | n/a | n/a |" in md
     assert "GPU verification was not run" in md and (out / "eval.png").stat().st_size > 0
-    assert "mla: fa_sm80: --kernel override" in md
+    assert "mla: fa_sm80 for sm_80, D=192/128, bfloat16, softmax: --kernel fa_sm80 overrides" in md
 
 
 @pytest.mark.gpu
