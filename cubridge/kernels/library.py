@@ -30,7 +30,8 @@ import importlib.util
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -441,11 +442,12 @@ class LibraryKernel:
         (AuxArgs.t[0..]). With `out`/`lse` given the kernel writes into them
         (eager only); otherwise it runs as the torch op."""
         aux_list = list(aux.values()) if isinstance(aux, Mapping) else list(aux)
-        _check_inputs(self, q, k, v, aux_list)
+        _eager(_check_inputs)(self, q, k, v, aux_list)
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"{self.name}: scale must be a positive finite number, got {scale}")
-        kernel, key, softmax = _registered_launchable(self, q, causal, hooks_header, source)
+        kernel, key, softmax = _eager(_registered_launchable)(self, q, causal, hooks_header,
+                                                              source)
         if out is None and lse is None:
             out, lse = torch.ops.cubridge.attention_fwd(q, k, v, aux_list, scale, key)
         else:
@@ -464,14 +466,23 @@ class LibraryKernel:
 # and the build is compiled (nvcc, the cache) and registered with the op here; a
 # registration traced by Dynamo would only take effect after the graph that
 # launches it had run.
-@torch.compiler.disable
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, kept out of Dynamo's graphs. Without Dynamo imported nothing can be
+    compiling, and importing it (seconds) is left to those who use it."""
+    return _compiler_disabled(fn) if "torch._dynamo" in sys.modules else fn
+
+
+@functools.cache
+def _compiler_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return torch.compiler.disable(fn)
+
+
 def _check_inputs(kernel: LibraryKernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   aux: list[torch.Tensor]) -> None:
     meta = kernel.metadata
     check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux, what=kernel.name)
 
 
-@torch.compiler.disable
 def _registered_launchable(kernel: LibraryKernel, q: torch.Tensor, causal: bool,
                            hooks_header: str | None, source: str | None
                            ) -> tuple[AttentionKernel, str, bool]:
