@@ -33,6 +33,7 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("spec", "fixture", "kernel"), [
     ("mla", "transfer_mla.md", "FaSm80Mla"),
+    ("learnable_sink", "transfer_learnable_sink.md", "FaSm80LearnableSink"),
 ])
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):
     spec_path = SPECS / f"{spec}.py"
