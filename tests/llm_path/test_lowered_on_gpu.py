@@ -1,5 +1,6 @@
 """On the GPU (pytest -m gpu on the device machine): the recorded lowerings of
-fa_sm80.cu to cosine attention and to MLA (192/128), compiled for the device,
+fa_sm80.cu to the structural variants (cosine attention, MLA 192/128, the
+learnable sink, ...), compiled for the device,
 launched and verified against their specs by the differential verifier, in the
 watched child process the lowering stage uses."""
 
@@ -19,10 +20,11 @@ from cubridge.spec import load
 
 pytestmark = pytest.mark.gpu
 
-TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True}}
+TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True},
+                 "learnable_sink": {"causal": True}}
 
 
-@pytest.mark.parametrize("variant", ["cosine", "mla"])
+@pytest.mark.parametrize("variant", list(TARGET_CONFIG))
 def test_recorded_lowering_passes_the_gpu_verifier(variant, tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
