@@ -38,6 +38,14 @@ COMPILES = """A comment only: the cosine scaling itself is not part of this test
 """
 
 
+# The structural variants whose lowerings are also compiled for sm_80: a line
+# each edit must have put into fa_sm80.cu.
+STRUCTURAL_MARKERS = {
+    "learnable_sink": "const float sink_log2 = aux_load<float>(p.aux, 0, h) * kLog2e;",
+    "softmax_one": "const float total = fmaf(sum, keep, exp2f(-final_max));",
+}
+
+
 @pytest.fixture
 def target(tmp_path):
     path = tmp_path / "target_cuir.py"
@@ -85,10 +93,8 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
     ("cosine", "D128_Dv128", "cosine_scale(s, inv_q_lane, inv_k_lo, inv_k_hi, p, h, lane);",
      "sm_90a"),
     ("mla", "D192_Dv128", "constexpr int kHeadDimV = CUBRIDGE_HEAD_DIM_V;", "sm_90a"),
-    ("learnable_sink", "D128_Dv128",
-     "const float sink_log2 = aux_load<float>(p.aux, 0, h) * kLog2e;", "sm_80"),
-    ("learnable_sink", "D128_Dv128",
-     "const float sink_log2 = aux_load<float>(p.aux, 0, h) * kLog2e;", "sm_90a"),
+    *[(variant, "D128_Dv128", marker, arch) for variant, marker in STRUCTURAL_MARKERS.items()
+      for arch in ("sm_80", "sm_90a")],
 ])
 def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker, arch, tmp_path):
     """The expert's lowering of fa_sm80.cu (recorded fixture) to a structural

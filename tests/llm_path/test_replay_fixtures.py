@@ -34,6 +34,7 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
 @pytest.mark.parametrize(("spec", "fixture", "kernel"), [
     ("mla", "transfer_mla.md", "FaSm80Mla"),
     ("learnable_sink", "transfer_learnable_sink.md", "FaSm80LearnableSink"),
+    ("softmax_one", "transfer_softmax_one.md", "FaSm80SoftmaxOne"),
 ])
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):
     spec_path = SPECS / f"{spec}.py"
