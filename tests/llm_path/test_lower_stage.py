@@ -43,6 +43,7 @@ COMPILES = """A comment only: the cosine scaling itself is not part of this test
 STRUCTURAL_MARKERS = {
     "learnable_sink": "const float sink_log2 = aux_load<float>(p.aux, 0, h) * kLog2e;",
     "softmax_one": "const float total = fmaf(sum, keep, exp2f(-final_max));",
+    "gated_output": "const float gate = aux_load<float>(p.aux, 0, b, h, row);",
 }
 
 

@@ -21,7 +21,8 @@ from cubridge.spec import load
 pytestmark = pytest.mark.gpu
 
 TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True},
-                 "learnable_sink": {"causal": True}, "softmax_one": {"causal": True}}
+                 "learnable_sink": {"causal": True}, "softmax_one": {"causal": True},
+                 "gated_output": {"causal": True}}
 
 
 @pytest.mark.parametrize("variant", list(TARGET_CONFIG))
