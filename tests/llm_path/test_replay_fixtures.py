@@ -36,6 +36,7 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
     ("learnable_sink", "transfer_learnable_sink.md", "FaSm80LearnableSink"),
     ("softmax_one", "transfer_softmax_one.md", "FaSm80SoftmaxOne"),
     ("gated_output", "transfer_gated_output.md", "FaSm80GatedOutput"),
+    ("differential", "transfer_differential.md", "FaSm80Differential"),
 ])
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):
     spec_path = SPECS / f"{spec}.py"
