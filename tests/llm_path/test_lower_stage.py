@@ -44,6 +44,7 @@ STRUCTURAL_MARKERS = {
     "learnable_sink": "const float sink_log2 = aux_load<float>(p.aux, 0, h) * kLog2e;",
     "softmax_one": "const float total = fmaf(sum, keep, exp2f(-final_max));",
     "gated_output": "const float gate = aux_load<float>(p.aux, 0, b, h, row);",
+    "differential": "gemm_qk_half<kQkSteps / 2>(s, q_tile, k_tile, warp, row_major_lane,",
 }
 
 

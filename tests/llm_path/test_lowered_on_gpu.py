@@ -22,7 +22,9 @@ pytestmark = pytest.mark.gpu
 
 TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True},
                  "learnable_sink": {"causal": True}, "softmax_one": {"causal": True},
-                 "gated_output": {"causal": True}}
+                 "gated_output": {"causal": True},
+                 # two O accumulators: 64-row query blocks (the target's block_m)
+                 "differential": {"causal": True, "block_m": 64}}
 
 
 @pytest.mark.parametrize("variant", list(TARGET_CONFIG))

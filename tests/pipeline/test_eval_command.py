@@ -4,8 +4,8 @@ two samples each. Sample 0 answers right at once; sample 1's transfer is
 right on its second reply (after a feedback round), and its lowering never
 gives an edit. The pass@k tables must say exactly that, and the GPU column
 must say "not run" here, never "passed". The other structural examples with
-recorded fixtures (learnable sink, softmax_1, gated output) are replayed one
-sample each: every measure passes at once."""
+recorded fixtures (learnable sink, softmax_1, gated output, differential)
+are replayed one sample each: every measure passes at once."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_eval_on_the_gpu_verifies_and_times_the_replayed_kernels(tmp_path, monke
 
 # Structural examples replayed one sample each (their transfer verification
 # dominates the cost: about 20 s a spec on 2 cores).
-STRUCTURAL = ("learnable_sink", "softmax_one", "gated_output")
+STRUCTURAL = ("learnable_sink", "softmax_one", "gated_output", "differential")
 
 
 def _replayed_structural_eval(tmp_path, monkeypatch, arch):
@@ -172,8 +172,9 @@ def test_eval_replays_the_structural_examples(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_eval_on_the_gpu_verifies_the_structural_examples(tmp_path, monkeypatch):
-    """On the GPU: the recorded learnable-sink, softmax_1 and gated-output
-    lowerings are GPU-verified and timed against fa_sm80's own causal build."""
+    """On the GPU: the recorded learnable-sink, softmax_1, gated-output and
+    differential lowerings are GPU-verified and timed against fa_sm80's own
+    causal build."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
     from cubridge.build.driver import device_arch
