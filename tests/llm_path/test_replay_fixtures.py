@@ -1,7 +1,9 @@
 """Replay of the recorded expert replies (tests/fixtures/llm, written by a
-person/agent, labelled as such): the transfer of fa_sm80 to cosine attention
-and to MLA (192/128 head dims), and the lift of fa_sm80.cu, each run through
-its stage with the replay provider and verified by the CuIR executor on CPU."""
+person/agent, labelled as such): the transfer of fa_sm80 to cosine attention,
+to MLA (192/128 head dims) and to the other structural examples (learnable
+sink, softmax_1, gated output, differential), and the lift of fa_sm80.cu, each
+run through its stage with the replay provider and verified by the CuIR
+executor on CPU."""
 
 from __future__ import annotations
 
