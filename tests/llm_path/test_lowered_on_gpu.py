@@ -1,7 +1,8 @@
 """On the GPU (pytest -m gpu on the device machine): the recorded lowerings of
-fa_sm80.cu to cosine attention and to MLA (192/128), compiled for the device,
-launched and verified against their specs by the differential verifier, in the
-watched child process the lowering stage uses."""
+fa_sm80.cu to the structural variants (cosine attention, MLA 192/128, the
+learnable sink, softmax_1, the gated output, differential attention), compiled
+for the device, launched and verified against their specs by the differential
+verifier, in the watched child process the lowering stage uses."""
 
 from __future__ import annotations
 
@@ -9,20 +10,28 @@ import dataclasses
 
 import pytest
 import torch
-from stage_fixtures import SPECS, fixture_reply
+from stage_fixtures import FAST, SPECS, fixture_reply
 
 from cubridge.kernels import get_kernel
-from cubridge.llm import apply_edits, parse_edits
+from cubridge.llm import apply_edits, code_block, parse_edits
 from cubridge.llm_path.gpu_check import IsolatedGpuCheck
-from cubridge.llm_path.lower import builds_for
+from cubridge.llm_path.lower import builds_for, describe_target
 from cubridge.spec import load
 
 pytestmark = pytest.mark.gpu
 
-TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True}}
+# Every recorded lowering of fa_sm80.cu; each is built with the configuration of
+# its recorded target program (tile sizes, causality), as the lowering stage does.
+VARIANTS = ["cosine", "mla", "learnable_sink", "softmax_one", "gated_output", "differential"]
 
 
-@pytest.mark.parametrize("variant", ["cosine", "mla"])
+def target_config(variant: str, lib, tmp_path) -> dict:
+    target = tmp_path / "target_cuir.py"
+    target.write_text(code_block(fixture_reply(f"transfer_{variant}.md"), "python"))
+    return describe_target(target, lib, FAST)["config"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_recorded_lowering_passes_the_gpu_verifier(variant, tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
@@ -33,10 +42,11 @@ def test_recorded_lowering_passes_the_gpu_verifier(variant, tmp_path):
                          parse_edits(fixture_reply(f"lower_{variant}.md")))
     spec = load(SPECS / f"{variant}.py")
     arch = device_arch(torch.device("cuda"))
+    config = target_config(variant, lib, tmp_path)
     for dtype in spec.dtypes:
         spec_dtype = dataclasses.replace(spec, dtypes=[dtype])
         compiled = [(b, lib.compile_build(b, dtype, arch, source=source))
-                    for b in builds_for(spec_dtype, lib, TARGET_CONFIG[variant])]
+                    for b in builds_for(spec_dtype, lib, config)]
         check = IsolatedGpuCheck(kernel=lib, spec_path=SPECS / f"{variant}.py", dtype=dtype,
                                  arch=arch, seed=0, silence_s=120, workdir=tmp_path)
         result = check(compiled, source)

@@ -1,7 +1,9 @@
 """Replay of the recorded expert replies (tests/fixtures/llm, written by a
-person/agent, labelled as such): the transfer of fa_sm80 to cosine attention
-and to MLA (192/128 head dims), and the lift of fa_sm80.cu, each run through
-its stage with the replay provider and verified by the CuIR executor on CPU."""
+person/agent, labelled as such): the transfer of fa_sm80 to cosine attention,
+to MLA (192/128 head dims) and to the other structural examples (learnable
+sink, softmax_1, gated output, differential), and the lift of fa_sm80.cu, each
+run through its stage with the replay provider and verified by the CuIR
+executor on CPU."""
 
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("spec", "fixture", "kernel"), [
     ("mla", "transfer_mla.md", "FaSm80Mla"),
+    ("learnable_sink", "transfer_learnable_sink.md", "FaSm80LearnableSink"),
+    ("softmax_one", "transfer_softmax_one.md", "FaSm80SoftmaxOne"),
+    ("gated_output", "transfer_gated_output.md", "FaSm80GatedOutput"),
+    ("differential", "transfer_differential.md", "FaSm80Differential"),
 ])
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):
     spec_path = SPECS / f"{spec}.py"
