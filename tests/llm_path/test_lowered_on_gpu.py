@@ -1,7 +1,8 @@
 """On the GPU (pytest -m gpu on the device machine): the recorded lowerings of
-fa_sm80.cu to cosine attention and to MLA (192/128), compiled for the device,
-launched and verified against their specs by the differential verifier, in the
-watched child process the lowering stage uses."""
+fa_sm80.cu to cosine attention and to MLA (192/128), and of fa_sm90.cu to cosine
+attention (sm90 only), compiled for the device, launched and verified against
+their specs by the differential verifier, in the watched child process the
+lowering stage uses."""
 
 from __future__ import annotations
 
@@ -22,15 +23,19 @@ pytestmark = pytest.mark.gpu
 TARGET_CONFIG = {"cosine": {"causal": False}, "mla": {"causal": True}}
 
 
-@pytest.mark.parametrize("variant", ["cosine", "mla"])
-def test_recorded_lowering_passes_the_gpu_verifier(variant, tmp_path):
+@pytest.mark.parametrize(("variant", "library"), [
+    ("cosine", "fa_sm80"), ("mla", "fa_sm80"), ("cosine", "fa_sm90")])
+def test_recorded_lowering_passes_the_gpu_verifier(variant, library, tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
+    if library == "fa_sm90" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("fa_sm90 runs on sm90 (Hopper) only")
     from cubridge.build.driver import device_arch
 
-    lib = get_kernel("fa_sm80")
+    lib = get_kernel(library)
+    suffix = "" if library == "fa_sm80" else f"_{library}"
     source = apply_edits(lib.source.read_text(),
-                         parse_edits(fixture_reply(f"lower_{variant}.md")))
+                         parse_edits(fixture_reply(f"lower_{variant}{suffix}.md")))
     spec = load(SPECS / f"{variant}.py")
     arch = device_arch(torch.device("cuda"))
     for dtype in spec.dtypes:
