@@ -23,48 +23,59 @@ from cubridge.pipeline.variant import load_variant
 SETTINGS = StageSettings(ir_sizes=((1, 65, 129),), seed=3)
 
 
-def _replayed_cosine_run(tmp_path, monkeypatch, **options):
+# The recorded cosine replies for each library kernel (transfer, lowering).
+COSINE_FIXTURES = {
+    "fa_sm80": ("transfer_cosine.md", "lower_cosine.md"),
+    "fa_sm90": ("transfer_cosine_fa_sm90.md", "lower_cosine_fa_sm90.md"),
+}
+
+
+def _replayed_cosine_run(tmp_path, monkeypatch, kernel="fa_sm80", **options):
     spec_path, fixtures, out = SPECS / "cosine.py", tmp_path / "fixtures", tmp_path / "run"
-    lib = get_kernel("fa_sm80")
+    lib = get_kernel(kernel)
+    transfer_reply, lower_reply = (fixture_reply(name) for name in COSINE_FIXTURES[kernel])
     record_fixture(fixtures, "transfer", Request.of(
         transfer_messages(spec_path, lib), temperature=None, max_tokens=8192, stop=None, sample=0),
-        fixture_reply("transfer_cosine.md"), label=FIXTURE_LABEL)
+        transfer_reply, label=FIXTURE_LABEL)
     # The lowering prompt quotes the target CuIR the transfer will write: the same program.
     out.mkdir()
     target = out / "target_cuir.py"
-    target.write_text(code_block(fixture_reply("transfer_cosine.md"), "python"))
+    target.write_text(code_block(transfer_reply, "python"))
     record_fixture(fixtures, "lower", Request.of(
         lowering_inputs(target, lib, spec_path, "sm_90a", SETTINGS).messages,
         temperature=None, max_tokens=8192, stop=None, sample=0),
-        fixture_reply("lower_cosine.md"), label=FIXTURE_LABEL)
+        lower_reply, label=FIXTURE_LABEL)
     monkeypatch.setenv("CUBRIDGE_LLM_PROVIDER", "replay")
     monkeypatch.setenv("CUBRIDGE_LLM_REPLAY_DIR", str(fixtures))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
-    # the fixtures were recorded against fa_sm80 (sm_90a would select fa_sm90)
-    return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a", kernel="fa_sm80",
+    # --kernel: the fixtures were recorded against that kernel (sm_90a selects fa_sm90)
+    return out, run(spec_path, RunOptions(out=out, log=print, arch="sm_90a", kernel=kernel,
                                           llm_settings=SETTINGS, **options))
 
 
 @pytest.mark.slow
 @pytest.mark.nvcc
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU stop")
-def test_llm_path_compiles_and_stops_without_gpu(tmp_path, monkeypatch):
-    out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench=False)
+@pytest.mark.parametrize("kernel", ["fa_sm80", "fa_sm90"])
+def test_llm_path_compiles_and_stops_without_gpu(kernel, tmp_path, monkeypatch):
+    out, result = _replayed_cosine_run(tmp_path, monkeypatch, kernel, bench=False)
     assert "no CUDA GPU visible: stopped after compiling" in result.stopped
     assert list(result.stages) == ["check", "load", "select", "route", "transfer", "lower",
                                    "compile"]
+    assert result.stages["select"].summary.startswith(f"{kernel} for sm_90a")
     lower = json.loads((out / "lower.json").read_text())
     assert lower["verification"].startswith("compile-only")
-    assert lower["path"] == "llm" and lower["source_edited"] and lower["kernel"] == "fa_sm80"
+    assert lower["path"] == "llm" and lower["source_edited"] and lower["kernel"] == kernel
     assert "cosine" in (out / "kernel.cu").read_text().lower()
     assert json.loads((out / "plan.json").read_text())["path"] == "llm"
-    kernel = load_variant(out)  # kernel.py's variant, built from the run directory alone
-    assert kernel.path == "llm" and kernel.source == (out / "kernel.cu").read_text()
-    assert kernel.aux_order == ("logit_scale",)
+    kernel_variant = load_variant(out)  # kernel.py's variant, built from the run directory alone
+    assert kernel_variant.path == "llm"
+    assert kernel_variant.source == (out / "kernel.cu").read_text()
+    assert kernel_variant.aux_order == ("logit_scale",)
 
     # The rules path writes the same artifacts (an LLM run adds its exchanges, llm/).
     rules = run(SPECS / "causal.py", RunOptions(out=tmp_path / "rules", log=print, bench=False,
-                                               arch="sm_90a", kernel="fa_sm80"))
+                                               arch="sm_90a", kernel=kernel))
     assert rules.stopped == result.stopped.replace(str(out), str(tmp_path / "rules"))
 
     def names(d):
@@ -121,13 +132,22 @@ def test_a_run_stopped_without_gpu_resumes_from_its_recorded_exchanges(tmp_path,
 
 
 @pytest.mark.gpu
-def test_llm_path_gives_a_verified_benchmarked_kernel(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kernel", ["fa_sm80", "fa_sm90"])
+def test_llm_path_gives_a_verified_benchmarked_kernel(kernel, tmp_path, monkeypatch):
+    """`cubridge run --kernel K` on cosine, replayed from K's recorded fixtures:
+    GPU-verified in the lowering stage's watched child, then again from the run
+    directory's kernel.py, and benchmarked. fa_sm90 needs an sm90 GPU."""
     from cubridge.verify import verify
 
-    out, result = _replayed_cosine_run(tmp_path, monkeypatch, bench_seq_lens=[2048],
-                                       bench_configs=["llama2_7b"], bench_peers=[])
+    if kernel == "fa_sm90" and torch.cuda.is_available() and \
+            torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("fa_sm90 runs on sm90 (Hopper) only")
+    out, result = _replayed_cosine_run(tmp_path, monkeypatch, kernel,
+                                       bench_seq_lens=[2048], bench_configs=["llama2_7b"],
+                                       bench_peers=[])
     assert not result.stopped, result.stopped
-    assert "PASS" in json.loads((out / "lower.json").read_text())["verification"]
+    lower = json.loads((out / "lower.json").read_text())
+    assert "PASS" in lower["verification"] and lower["kernel"] == kernel
     kernel = load_variant(out)  # what runs/<spec>/kernel.py exposes
     report = verify(result.kernel.spec, kernel, device="cuda", seed=11)
     assert report.passed, report.table()

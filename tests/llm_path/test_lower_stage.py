@@ -7,6 +7,7 @@ stage says it verified by compiling only."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -15,8 +16,9 @@ from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.kernels import get_kernel
 from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
-from cubridge.llm_path.lower import describe_target, lower, lowering_inputs
+from cubridge.llm_path.lower import builds_for, describe_target, lower, lowering_inputs
 from cubridge.rundir import RunDir
+from cubridge.spec import load
 
 pytestmark = pytest.mark.nvcc
 
@@ -90,29 +92,40 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
         assert "not run or verified" in result.record.summary
 
 
+# ptxas's notes that it serialised or fenced the wgmma pipeline (C7508-C7520; see
+# tests/kernels/test_fa_sm90_compile.py): a lowering of fa_sm90 must leave none.
+PTXAS_WGMMA_NOTES = re.compile(r"\(C75\d\d\)[^\n]*")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("variant", "build", "marker", "arch"), [
-    ("cosine", "D128_Dv128", "cosine_scale(s, inv_q_lane, inv_k_lo, inv_k_hi, p, h, lane);",
-     "sm_90a"),
-    ("mla", "D192_Dv128", "constexpr int kHeadDimV = CUBRIDGE_HEAD_DIM_V;", "sm_90a"),
-    *[(variant, "D128_Dv128", marker, arch) for variant, marker in STRUCTURAL_MARKERS.items()
-      for arch in ("sm_80", "sm_90a")],
+@pytest.mark.parametrize(("variant", "library", "build", "marker", "arch"), [
+    ("cosine", "fa_sm80", "D128_Dv128",
+     "cosine_scale(s, inv_q_lane, inv_k_lo, inv_k_hi, p, h, lane);", "sm_90a"),
+    ("mla", "fa_sm80", "D192_Dv128", "constexpr int kHeadDimV = CUBRIDGE_HEAD_DIM_V;", "sm_90a"),
+    ("cosine", "fa_sm90", "D128_Dv128",
+     "cosine_scale(s, q_scale, sh.k_inv_norm[slot.index], pos);", "sm_90a"),
+    *[(variant, "fa_sm80", "D128_Dv128", marker, arch)
+      for variant, marker in STRUCTURAL_MARKERS.items() for arch in ("sm_80", "sm_90a")],
 ])
-def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker, arch, tmp_path):
-    """The expert's lowering of fa_sm80.cu (recorded fixture) to a structural
-    variant (cosine, MLA 192/128, the learnable sink, ...): applies to the current
-    source and compiles for `arch` within the spill budget the prompt states.
-    Verified by compiling only here; GPU verification needs an H100."""
+def test_lowering_replayed_from_recorded_fixture_compiles(variant, library, build, marker, arch,
+                                                          tmp_path):
+    """The expert's lowerings (recorded fixtures) of fa_sm80.cu to the structural
+    variants (cosine, MLA 192/128, the learnable sink, ...) and of fa_sm90.cu to
+    cosine attention: each applies to the current source and compiles for `arch`
+    within the spill budget the prompt states (fa_sm90's also in fp16, with no
+    ptxas note of a serialised wgmma pipeline). Verified by compiling only here;
+    GPU verification needs an H100 (tests/llm_path/test_lowered_on_gpu.py)."""
+    suffix = "" if library == "fa_sm80" else f"_{library}"
     target = tmp_path / "target_cuir.py"
-    target.write_text(code_block(fixture_reply(f"transfer_{variant}.md"), "python"))
-    lib, spec_path = get_kernel("fa_sm80"), SPECS / f"{variant}.py"
+    target.write_text(code_block(fixture_reply(f"transfer_{variant}{suffix}.md"), "python"))
+    lib, spec_path = get_kernel(library), SPECS / f"{variant}.py"
     description = describe_target(target, lib, FAST)
     messages = lowering_inputs(target, lib, spec_path, arch, FAST,
                                description=description).messages
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
     record_fixture(fixtures, "lower", Request.of(messages, temperature=None, max_tokens=8192,
                                                  stop=None, sample=0),
-                   fixture_reply(f"lower_{variant}.md"), label=FIXTURE_LABEL)
+                   fixture_reply(f"lower_{variant}{suffix}.md"), label=FIXTURE_LABEL)
     config = load_config({"provider": "replay", "replay_dir": str(fixtures)},
                          {"XDG_CONFIG_HOME": str(tmp_path / "no-config")})
     client = LLMClient.from_config(config, run, "lower", log=lambda _: None)
@@ -120,7 +133,18 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, build, marker
                    kernel=lib, arch=arch, description=description)
     assert marker in result.source.read_text()
     meta = json.loads((run / "lower.json").read_text())
+    assert meta["kernel"] == library
     res = meta["resources"][build]
     assert res["spill_store_bytes"] + res["spill_load_bytes"] <= meta["spill_budgets"][build]
     (exchange,) = read_exchanges(run)
     assert FIXTURE_LABEL in exchange.label and exchange.verification["ok"]
+    if library == "fa_sm90":
+        source = result.source.read_text()
+        (kernel_build,) = builds_for(load(spec_path), lib, description["config"])
+        for dtype in (torch.bfloat16, torch.float16):
+            compiled = lib.compile_build(kernel_build, dtype, "sm_90a", source=source)
+            resources = compiled.resources_of(lib.entry)
+            assert resources.spill_store_bytes + resources.spill_load_bytes <= \
+                meta["spill_budgets"][build], f"{dtype}: {resources}"
+            notes = PTXAS_WGMMA_NOTES.findall(compiled.log)
+            assert not notes, f"{dtype}: ptxas {notes}"

@@ -1,9 +1,9 @@
 """Replay of the recorded expert replies (tests/fixtures/llm, written by a
 person/agent, labelled as such): the transfer of fa_sm80 to cosine attention,
 to MLA (192/128 head dims) and to the other structural examples (learnable
-sink, softmax_1, gated output, differential), and the lift of fa_sm80.cu, each
-run through its stage with the replay provider and verified by the CuIR
-executor on CPU."""
+sink, softmax_1, gated output, differential), of fa_sm90 to cosine attention,
+and the lift of fa_sm80.cu, each run through its stage with the replay provider
+and verified by the CuIR executor on CPU."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from stage_fixtures import FAST, FIXTURE_LABEL, ROOT, SPECS, fixture_reply
 from cubridge.kernels import get_kernel
 from cubridge.llm import LLMClient, Request, load_config, read_exchanges, record_fixture
 from cubridge.llm_path.lift import lift, lift_messages
+from cubridge.llm_path.settings import StageSettings
 from cubridge.llm_path.transfer import transfer, transfer_messages
 from cubridge.rundir import RunDir
 
@@ -31,31 +32,42 @@ def _record(fixtures, stage: str, messages, name: str, settings=FAST) -> None:
     record_fixture(fixtures, stage, request, fixture_reply(name), label=FIXTURE_LABEL)
 
 
-# The cosine fixture is replayed through `cubridge run` (test_route_and_run.py).
+# fa_sm90's K/V ring has two slots of 128 keys: 600 keys (5 blocks) reuse each slot,
+# so the producer rewrites a slot's K norms after the consumers released it.
+RING_WRAPS = StageSettings(rounds=4, ir_sizes=((1, 65, 600),), sandbox_timeout_s=120, seed=1,
+                           ir_spec_lengths=False)
+
+
+# fa_sm80's cosine fixture is replayed through `cubridge run` (test_route_and_run.py).
 @pytest.mark.slow
-@pytest.mark.parametrize(("spec", "fixture", "kernel"), [
-    ("mla", "transfer_mla.md", "FaSm80Mla"),
-    ("learnable_sink", "transfer_learnable_sink.md", "FaSm80LearnableSink"),
-    ("softmax_one", "transfer_softmax_one.md", "FaSm80SoftmaxOne"),
-    ("gated_output", "transfer_gated_output.md", "FaSm80GatedOutput"),
-    ("differential", "transfer_differential.md", "FaSm80Differential"),
+@pytest.mark.parametrize(("spec", "fixture", "library", "kernel", "settings"), [
+    ("mla", "transfer_mla.md", "fa_sm80", "FaSm80Mla", FAST),
+    ("learnable_sink", "transfer_learnable_sink.md", "fa_sm80", "FaSm80LearnableSink", FAST),
+    ("softmax_one", "transfer_softmax_one.md", "fa_sm80", "FaSm80SoftmaxOne", FAST),
+    ("gated_output", "transfer_gated_output.md", "fa_sm80", "FaSm80GatedOutput", FAST),
+    ("differential", "transfer_differential.md", "fa_sm80", "FaSm80Differential", FAST),
+    ("cosine", "transfer_cosine_fa_sm90.md", "fa_sm90", "FaSm90Cosine", RING_WRAPS),
 ])
-def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, kernel, tmp_path):
+def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, library, kernel,
+                                                          settings, tmp_path):
     spec_path = SPECS / f"{spec}.py"
     fixtures, run = tmp_path / "fixtures", tmp_path / "run"
-    kernel_entry = get_kernel("fa_sm80")
-    _record(fixtures, "transfer", transfer_messages(spec_path, kernel_entry), fixture)
+    kernel_entry = get_kernel(library)
+    _record(fixtures, "transfer", transfer_messages(spec_path, kernel_entry), fixture,
+            settings)
     client = _replay_client(fixtures, run, "transfer")
-    result = transfer(spec_path, client, RunDir(run, log=lambda _: None), FAST,
+    result = transfer(spec_path, client, RunDir(run, log=lambda _: None), settings,
                       kernel=kernel_entry)
 
     assert client.calls_made == 1
     meta = json.loads((run / "transfer.json").read_text())
-    assert meta["kernel"] == kernel
+    assert meta["kernel"] == kernel and meta["source_kernel"] == library
     table = (run / "verify_ir.txt").read_text()
     assert table.startswith(f"PASS: cuir_{kernel} against spec {spec} on cpu")
     if spec == "mla":  # the 192/128 split really ran
         assert "D192/128" in table
+    if library == "fa_sm90":  # the ring wrapped: more key blocks than slots
+        assert "S65x600" in table
     (exchange,) = read_exchanges(run)
     assert "replayed from" in exchange.label and FIXTURE_LABEL in exchange.label
     assert result.target.read_text() in fixture_reply(fixture)
