@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 
 from cubridge.attention import default_scale
+from cubridge.spec.captured import captured_tensors
 from cubridge.spec.model import Spec
 
 MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -44,34 +45,14 @@ def _bind(fn: Callable[..., torch.Tensor], aux: Mapping[str, torch.Tensor]) -> d
     return {n: aux[n] for n in names}
 
 
-def captured_device(fn: Callable[..., object] | None, depth: int = 0) -> torch.device | None:
-    """The device of a tensor `fn` captures (closure cells, nested functions,
-    globals it names) when that is not the CPU: FlexAttention users capture
-    tensors on their GPU, and such a mod must be called with indices there."""
-    if fn is None or depth > 4:
-        return None
-    values = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
-              if _cell_filled(c)]
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        glb = getattr(fn, "__globals__", {})
-        values += [glb[n] for n in code.co_names if n in glb]
-    for value in values:
-        if isinstance(value, torch.Tensor) and value.device.type != "cpu":
-            return value.device
-        if callable(value) and not isinstance(value, type) and hasattr(value, "__code__"):
-            found = captured_device(value, depth + 1)
-            if found is not None:
-                return found
+def captured_device(fn: Callable[..., object] | None) -> torch.device | None:
+    """The device of a tensor `fn` captures when that is not the CPU:
+    FlexAttention users capture tensors on their GPU, and such a mod must be
+    called with its indices there."""
+    for _name, tensor in captured_tensors(fn).values():
+        if tensor.device.type != "cpu":
+            return tensor.device
     return None
-
-
-def _cell_filled(cell: object) -> bool:
-    try:
-        cell.cell_contents  # type: ignore[attr-defined]  # noqa: B018
-    except ValueError:  # an empty cell (a name not yet bound)
-        return False
-    return True
 
 
 def bind_mods(spec: Spec, aux: Mapping[str, torch.Tensor]) -> BoundMods:

@@ -12,54 +12,12 @@ call does not pass them.
 
 from __future__ import annotations
 
-import functools
 import keyword
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
-_MAX_DEPTH = 8  # nested closures followed (or_masks(and_masks(...)) is 2)
-
-
-def _named_tensors(fn: object, found: dict[int, str], seen: set[int], depth: int) -> None:
-    """Record id(tensor) -> variable name for tensors reachable from `fn`."""
-    if id(fn) in seen or depth > _MAX_DEPTH:
-        return
-    seen.add(id(fn))
-    if isinstance(fn, functools.partial):
-        for i, a in enumerate(fn.args):
-            _visit(a, f"{getattr(fn.func, '__name__', 'partial')}_arg{i}", found, seen, depth)
-        for k, a in fn.keywords.items():
-            _visit(a, k, found, seen, depth)
-        _named_tensors(fn.func, found, seen, depth + 1)
-        return
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (),
-                          strict=False):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        _visit(value, name, found, seen, depth)
-    module_globals = getattr(fn, "__globals__", {})
-    for name in code.co_names:
-        if name in module_globals:
-            value = module_globals[name]
-            if isinstance(value, torch.Tensor) or (callable(value) and
-                                                   getattr(value, "__code__", None) is not None):
-                _visit(value, name, found, seen, depth)
-
-
-def _visit(value: object, name: str, found: dict[int, str], seen: set[int], depth: int) -> None:
-    if isinstance(value, torch.Tensor):
-        found.setdefault(id(value), name)
-    elif isinstance(value, tuple | list):
-        for i, v in enumerate(value):
-            _visit(v, f"{name}_{i}", found, seen, depth)
-    elif callable(value):
-        _named_tensors(value, found, seen, depth + 1)
+from cubridge.spec.captured import captured_tensors
 
 
 def _identifier(name: str) -> str:
@@ -75,10 +33,9 @@ class Captures:
     def __init__(self, mods: Iterable[Callable[..., object] | None],
                  taken: Iterable[str] = ()) -> None:
         self._names: dict[int, str] = {}
-        seen: set[int] = set()
         for fn in mods:
-            if fn is not None:
-                _named_tensors(fn, self._names, seen, 0)
+            for key, (name, _tensor) in captured_tensors(fn).items():
+                self._names.setdefault(key, name)
         self._taken = set(taken)
         self.lifted: dict[str, torch.Tensor] = {}  # aux name -> tensor, as traced
         self._by_id: dict[int, str] = {}

@@ -76,10 +76,15 @@ def _replayed_eval(tmp_path, monkeypatch, arch):
             for messages, reply in _rounds(lower, script):
                 _record(fixtures, "lower", messages, reply, sample)
 
+    return _eval(tmp_path, monkeypatch, arch, fixtures, ("cosine", "mla", "causal"), k=2)
+
+
+def _eval(tmp_path, monkeypatch, arch, fixtures, variants, k):
+    """`cubridge eval` of the example specs over the recorded fixtures."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
     out = tmp_path / "eval"
-    code = main(["eval", str(SPECS / "cosine.py"), str(SPECS / "mla.py"), str(SPECS / "causal.py"),
-                 "--k", "2", "--rounds", "2", "--arch", arch, "--kernel", "fa_sm80",
+    code = main(["eval", *(str(SPECS / f"{v}.py") for v in variants),
+                 "--k", str(k), "--rounds", "2", "--arch", arch, "--kernel", "fa_sm80",
                  "--out", str(out), "--llm-provider", "replay",
                  "--llm-replay-dir", str(fixtures)])
     assert code == 0
@@ -142,14 +147,7 @@ def _replayed_structural_eval(tmp_path, monkeypatch, arch):
         lower = lowering_inputs(target, lib, spec, arch, StageSettings(rounds=2)).messages
         _record(fixtures, "lower", lower, fixture_reply(f"lower_{variant}.md"), 0)
 
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
-    out = tmp_path / "eval"
-    code = main(["eval", *(str(SPECS / f"{v}.py") for v in STRUCTURAL),
-                 "--k", "1", "--rounds", "2", "--arch", arch, "--kernel", "fa_sm80",
-                 "--out", str(out), "--llm-provider", "replay",
-                 "--llm-replay-dir", str(fixtures)])
-    assert code == 0
-    return out, json.loads((out / "eval.json").read_text())
+    return _eval(tmp_path, monkeypatch, arch, fixtures, STRUCTURAL, k=1)
 
 
 @pytest.mark.slow

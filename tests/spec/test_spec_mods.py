@@ -70,3 +70,25 @@ def test_aux_dim_expressions():
     assert validate_dim("Sq + foo") is not None
     assert validate_dim("__import__('os')") is not None
     assert validate_dim(-1) is not None and validate_dim(3) is None
+
+
+def test_captured_device_finds_a_tensor_in_a_nested_closure_not_on_the_cpu():
+    """FlexAttention users capture tensors on their GPU; the evaluators must call
+    such a mod with its indices there (a meta tensor stands in for a CUDA one)."""
+    from cubridge.spec.mods import captured_device
+
+    doc = torch.zeros(8, dtype=torch.int32, device="meta")
+    on_cpu = torch.zeros(8, dtype=torch.int32)
+
+    def inner(q_idx):
+        return doc[q_idx]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return inner(q_idx) == inner(kv_idx)
+
+    def cpu_mod(b, h, q_idx, kv_idx):
+        return on_cpu[q_idx] == on_cpu[kv_idx]
+
+    assert captured_device(mask_mod) == torch.device("meta")
+    assert captured_device(cpu_mod) is None
+    assert captured_device(None) is None
