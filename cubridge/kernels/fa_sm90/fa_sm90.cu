@@ -120,17 +120,6 @@ constexpr int kRowStagedReads = hooks::kRowStaged;
 constexpr int kKeyStagedReads = 0;
 constexpr int kRowStagedReads = 0;
 #endif
-// Shared memory the tiles take, and what staging the key reads would add (the
-// tail of SharedStorage is padded to 1 KB; 1 KB more is alignment slack).
-constexpr int kTileBytes = (kQBuffers * kBlockM + 2 * kStages * kBlockN + kBlockM) * kHeadDim * 2;
-constexpr int kStagedKeyBytes = kStages * kKeyStagedReads * kBlockN * 4;
-constexpr bool kStagedKeysFit =
-    kTileBytes + (kStagedKeyBytes + 256 + 1023) / 1024 * 1024 + 1024 <= 227 * 1024;
-// Staged only when the key ring fits beside the tiles (else mask_mod reads as written).
-constexpr bool kStagedMask = kKeyStagedReads + kRowStagedReads > 0 && kStagedKeysFit;
-constexpr int kKeyStaged = kStagedMask ? kKeyStagedReads : 0;
-constexpr int kRowStaged = kStagedMask ? kRowStagedReads : 0;
-
 template <int kReads>
 struct StagedKeyRing {
   uint32_t v[kStages][kReads][kBlockN];
@@ -142,6 +131,32 @@ struct StagedKeyRing<0> {
   __device__ __forceinline__ void set(int, int, int, uint32_t) {}
   __device__ __forceinline__ const uint32_t* slot(int) const { return nullptr; }
 };
+
+template <int kKeyReads>
+struct SharedStorageOf {
+  SwizzledTile<kBlockM> q[kQBuffers];
+  SwizzledTile<kBlockN> k[kStages];
+  SwizzledTile<kBlockN> v[kStages];
+  SwizzledTile<kBlockM> o;  // epilogue staging for the TMA store
+  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
+  uint64_t k_full[kStages], k_empty[kStages];
+  uint64_t v_full[kStages], v_empty[kStages];
+  // Written by the producer before the arrival that completes the matching
+  // barrier (k_full / q_full), read by the consumers after waiting on it: the
+  // classification of each visited key block (BlockInfo) and whether a tile
+  // visits any key block at all.
+  uint32_t block_info[kStages];
+  int tile_live[kQBuffers];
+  StagedKeyRing<kKeyReads> staged_keys;  // key-only mask reads per ring slot
+};
+// Staged only when the key ring fits beside the tiles (+ 1 KB of alignment slack;
+// else mask_mod reads as written).
+constexpr bool kStagedKeysFit = sizeof(SharedStorageOf<kKeyStagedReads>) + 1024 <= 227 * 1024;
+constexpr bool kStagedMask = kKeyStagedReads + kRowStagedReads > 0 && kStagedKeysFit;
+constexpr int kKeyStaged = kStagedMask ? kKeyStagedReads : 0;
+constexpr int kRowStaged = kStagedMask ? kRowStagedReads : 0;
+using SharedStorage = SharedStorageOf<kKeyStaged>;
+
 
 __device__ __forceinline__ uint32_t key_staged(int i, int b, int h, int k, const AuxArgs& aux) {
 #ifdef CUBRIDGE_HOOKS_STAGED_READS
@@ -163,22 +178,6 @@ __device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Stag
   return hooks::mask_mod(b, h, q, k, aux);
 }
 
-struct SharedStorage {
-  SwizzledTile<kBlockM> q[kQBuffers];
-  SwizzledTile<kBlockN> k[kStages];
-  SwizzledTile<kBlockN> v[kStages];
-  SwizzledTile<kBlockM> o;  // epilogue staging for the TMA store
-  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
-  uint64_t k_full[kStages], k_empty[kStages];
-  uint64_t v_full[kStages], v_empty[kStages];
-  // Written by the producer before the arrival that completes the matching
-  // barrier (k_full / q_full), read by the consumers after waiting on it: the
-  // classification of each visited key block (BlockInfo) and whether a tile
-  // visits any key block at all.
-  uint32_t block_info[kStages];
-  int tile_live[kQBuffers];
-  StagedKeyRing<kKeyStaged> staged_keys;  // key-only mask reads per ring slot
-};
 constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "tiles exceed the 227 KB of shared memory a CTA may use");
 
