@@ -15,6 +15,7 @@ import re
 import torch
 from triton.testing import do_bench
 
+from cubridge.bench.flops import band_pairs  # causal: 0 <= q - k
 from cubridge.kernels import get_kernel
 
 CLOSED_FORM = {
@@ -68,7 +69,7 @@ def main() -> None:
             diff = (fn()[0].float() - ref.float()).abs().max().item()
             ms = do_bench(fn, warmup=25, rep=200)
             row = {"impl": name, "round": rep, "ms": ms, "max_abs_diff": diff,
-                   "tflops": 4 * b * h * s * (s + 1) / 2 * d / (ms * 1e-3) / 1e12}
+                   "tflops": 4 * b * h * band_pairs(s, s, 0, s) * d / (ms * 1e-3) / 1e12}
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.out:

@@ -17,6 +17,7 @@ import torch
 from triton.testing import do_bench
 
 import cubridge
+from cubridge.bench.flops import band_pairs  # causal: 0 <= q - k
 from cubridge.kernels import get_kernel
 
 
@@ -55,7 +56,7 @@ def main() -> None:
             if s > 128:
                 ms = do_bench(fn, warmup=25, rep=200)
                 row["ms"] = ms
-                row["tflops"] = 4 * b * h * s * (s + 1) / 2 * 128 / (ms * 1e-3) / 1e12
+                row["tflops"] = 4 * b * h * band_pairs(s, s, 0, s) * 128 / (ms * 1e-3) / 1e12
             else:
                 row["host_us_per_call"] = host_us(fn)
             rows.append(row)
