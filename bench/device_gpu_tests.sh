@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# GPU test groups run side by side on a device machine (one GPU, many cores:
+# nvcc is most of their time), each group's pytest output kept as
+# $OUT/gpu_<group>_<commit>.txt. A group is a quoted list of pytest arguments.
+#
+#   CUBRIDGE_COMMIT=<hash> OUT=<dir> bench/device_gpu_tests.sh NAME='ARGS' [NAME='ARGS' ...]
+#
+# e.g.  flex='tests/pipeline/test_flex_attention_gpu.py tests/corpus/test_attn_gym_corpus_gpu.py'
+# Each group stops at GROUP_TIMEOUT_S (default 540) so its output still comes back.
+set -uo pipefail
+: "${OUT:?output folder}" "${CUBRIDGE_COMMIT:?commit being tested}"
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
+pids=()
+for group in "$@"; do
+  name=${group%%=*} args=${group#*=}
+  # shellcheck disable=SC2086  # the group's arguments split as pytest's
+  timeout "${GROUP_TIMEOUT_S:-540}" python -m pytest -m gpu -q -p no:cacheprovider $args \
+    > "$OUT/gpu_${name}_${CUBRIDGE_COMMIT}.txt" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"; rc=$?
+  echo "group ${*:i+1:1}: exit $rc"
+  [ "$rc" -eq 0 ] || status=1
+done
+exit $status
