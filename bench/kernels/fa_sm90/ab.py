@@ -34,6 +34,9 @@ CANDIDATES = {
     "d128-nopp": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PINGPONG": 0}),
     "d64-nopp": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PINGPONG": 0}),
     "d128-bn128": (128, Sm90TileConfig(128, 128, 2), {}),
+    "d128-nopin": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PIN_PV_WAIT": 0}),
+    "d64-bm128-bn128-nopin": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PIN_PV_WAIT": 0}),
+    "d64-bm192-bn128-nopin": (64, Sm90TileConfig(192, 128, 2), {"CUBRIDGE_PIN_PV_WAIT": 0}),
     "d128-sec12": (128, Sm90TileConfig(128, 128, 2), {"section": 12}),
     "d128-q1": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_Q_BUFFERS": 1}),
     "d64-q1": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_Q_BUFFERS": 1}),
@@ -70,12 +73,13 @@ def render(directory: Path) -> str:
     meta = data["meta"]
     lines = [f"{meta['device']}, {meta['date']}, torch {meta['torch']}"
              + (f"; source: {meta['label']}" if meta.get("label") else ""), "",
-             "| candidate | mode | S | heads | TFLOP/s | rel err vs SDPA |",
-             "|---|---|---|---|---|---|"]
+             "| candidate | mode | S | heads | round | TFLOP/s | rel err vs SDPA |",
+             "|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         value = f"{r['tflops']:.1f}" if "tflops" in r else f"- ({r['error'][:60]})"
         err = f"{r['rel_err']:.2e}" if "rel_err" in r else "-"
-        lines.append(f"| {r['candidate']} | {r['mode']} | {r['S']} | {r['heads']} | {value} "
+        lines.append(f"| {r['candidate']} | {r['mode']} | {r['S']} | {r['heads']} "
+                     f"| {r.get('round', 0)} | {value} "
                      f"| {err} |")
     text = "\n".join(lines) + "\n"
     (directory / "ab.md").write_text(text)
@@ -90,6 +94,8 @@ def main() -> None:
     ap.add_argument("--s", type=int, nargs="+", default=[4096])
     ap.add_argument("--heads", default="32/32")
     ap.add_argument("--only", nargs="*", help="candidate names (default: all)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every candidate this many times, interleaved (drift shows)")
     args = ap.parse_args()
     if args.render:
         print(render(args.render))
@@ -116,14 +122,15 @@ def main() -> None:
         built = {job: (k, err) for job, k, err in pool.map(build, jobs)}
     print(f"built {len(jobs)} kernels in {time.time() - t0:.0f} s", flush=True)
     rows = []
-    for s in args.s:
+    for s, rnd in ((s, r) for r in range(args.rounds) for s in args.s):
         b = 16384 // s
         inputs = {}
         for name, causal in jobs:
             d = CANDIDATES[name][0]
             kernel, err = built[(name, causal)]
             mode = "causal" if causal else "full"
-            row = {"candidate": name, "mode": mode, "S": s, "B": b, "heads": args.heads}
+            row = {"candidate": name, "mode": mode, "S": s, "B": b, "heads": args.heads,
+                   "round": rnd}
             if err is not None:
                 rows.append({**row, "error": err})
                 print(f"{name:24} {mode:7} S={s}: build failed: {err}", flush=True)

@@ -519,6 +519,20 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, 
   return __any_sync(0xffffffffu, moved);
 }
 
+// ptxas moves wgmma.wait_group up to where the product in flight is expected
+// done, which puts the wait for block n-1's PV product before block n's
+// exponentials: the softmax then no longer runs under that product. A branch on
+// the row sums ends the basic block the exponentials are in, so the wait stays
+// after them. Never taken (sums of exponentials are >= 0 or NaN).
+// CUBRIDGE_PIN_PV_WAIT=0 leaves the wait to ptxas (A/B).
+#ifndef CUBRIDGE_PIN_PV_WAIT
+#define CUBRIDGE_PIN_PV_WAIT 1
+#endif
+
+__device__ __forceinline__ void pin_after_softmax(const RowStats& st) {
+  if (CUBRIDGE_PIN_PV_WAIT && st.sum[0] + st.sum[1] < 0.f) __trap();
+}
+
 __device__ __forceinline__ void rescale_o(float (&o)[kOAcc], const float (&rescale)[2]) {
 #pragma unroll
   for (int j = 0; j < kHeadDim / 8; ++j) {
@@ -780,6 +794,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           bool moved = false;
           if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
           fence_operands(s);
+          // (only unmasked blocks: masking keeps too many registers live for it)
+          if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
           wgmma_wait<0>();
           fence_operands(o);
           release(&sh.v_empty[pv.index], thread);
