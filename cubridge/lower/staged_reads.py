@@ -61,7 +61,7 @@ def _stage_function(name: str, var: str, nodes: tuple[Node, ...], slots: Mapping
 
 def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
                         aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
-    """kKeyStaged, kRowStaged, key_staged, row_staged and mask_mod_staged."""
+    """kKeyStaged, kRowStaged, CUBRIDGE_HOOKS_MASK_INDEX_ONLY, key_staged, row_staged and mask_mod_staged."""
     reads = staged_reads(mask) if mask is not None else StagedReads((), ())
     bound = {n: f"cubridge::staged_value<{C_TYPES[n.dtype]}>(key_vals[{i}])"
              for i, n in enumerate(reads.key)}
@@ -71,10 +71,15 @@ def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
         body = ["  return true;"]
     else:
         body = render_body(mask, slots, aux_dtypes, pre_bound=bound)
+    reads_aux = mask is not None and any(n.op == "aux_load" for n in mask.walk())
     return [
         "#define CUBRIDGE_HOOKS_STAGED_READS 1  // this header stages reads (docs/hooks.md)",
         f"constexpr int kKeyStaged = {len(reads.key)};",
         f"constexpr int kRowStaged = {len(reads.row)};",
+        *([] if reads_aux else [
+            "// mask_mod is index arithmetic alone (no aux read): a kernel may evaluate it",
+            "// ahead of the scores, where it is cheapest in registers (docs/hooks.md)",
+            "#define CUBRIDGE_HOOKS_MASK_INDEX_ONLY 1"]),
         "",
         _stage_function("key_staged", "k", reads.key, slots, aux_dtypes),
         _stage_function("row_staged", "q", reads.row, slots, aux_dtypes),

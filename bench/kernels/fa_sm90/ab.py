@@ -94,6 +94,9 @@ def main() -> None:
     ap.add_argument("--s", type=int, nargs="+", default=[4096])
     ap.add_argument("--heads", default="32/32")
     ap.add_argument("--only", nargs="*", help="candidate names (default: all)")
+    ap.add_argument("--source", action="append", default=[], metavar="NAME=D:PATH",
+                    help="one more candidate: head dim D's library config with the kernel "
+                         "source at PATH (e.g. an earlier commit's fa_sm90.cu)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="time every candidate this many times, interleaved (drift shows)")
     args = ap.parse_args()
@@ -105,7 +108,11 @@ def main() -> None:
     from triton.testing import do_bench  # (GPU machines only; --render needs no triton)
 
     hq, hk = (int(x) for x in args.heads.split("/"))
-    names = args.only or list(CANDIDATES)
+    for extra in args.source:
+        name, _, spec = extra.partition("=")
+        d, _, path = spec.partition(":")
+        CANDIDATES[name] = (int(d), fa_sm90.metadata.configs[int(d)], {}, path)
+    names = (args.only or list(CANDIDATES)) + [e.partition("=")[0] for e in args.source]
     jobs = [(n, c) for n in names for c in (False, True)]
     t0 = time.time()
 

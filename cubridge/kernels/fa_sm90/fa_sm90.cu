@@ -120,6 +120,13 @@ constexpr int kRowStagedReads = hooks::kRowStaged;
 constexpr int kKeyStagedReads = 0;
 constexpr int kRowStagedReads = 0;
 #endif
+// Headers whose mask_mod reads no aux define CUBRIDGE_HOOKS_MASK_INDEX_ONLY: their
+// mask is evaluated before the block's S product is issued (mask_bits).
+#ifdef CUBRIDGE_HOOKS_MASK_INDEX_ONLY
+constexpr bool kMaskIndexOnly = true;
+#else
+constexpr bool kMaskIndexOnly = false;
+#endif
 template <int kReads>
 struct StagedKeyRing {
   uint32_t v[kStages][kReads][kBlockN];
@@ -412,25 +419,71 @@ struct FragmentPos {
   }
 };
 
-// Raw Q K^T values -> the normaliser's input: score_mod (natural units), the
-// activation of elementwise normalisers, and the mask where `masked`: disallowed
-// pairs become -inf (softmax) or 0 (elementwise). kTail: the block holds the key
-// or query tail (bounds checks, hook indices clamped into range).
 // This consumer's staged query-only reads: its two rows' values, per read.
 struct RowStaged {
   uint32_t v[2][kRowStaged > 0 ? kRowStaged : 1];
 };
 
+// Which of this thread's pairs of a masked key block are allowed, one bit per
+// column (bit 2j + e of word `half`: row row0 + 8 half, key k_base + 8j + col0 + e).
+// Evaluated before the block's S product is issued, while S holds no live values:
+// a mask_mod's index arithmetic then has S's 64 registers to itself (in place on
+// the scores it spilled for masks like the space-time ones). kTail: the block
+// holds the key or query tail (bounds checks, hook indices clamped into range).
+// With staged reads, `rows` holds this thread's rows' values and `keys` the
+// block's (ring slot).
+using MaskBits = uint32_t[2];
+static_assert(kBlockN / 4 <= 32, "a thread's columns of one row fit a 32-bit word");
+
+template <bool kTail>
+__device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, int b, int h,
+                                          int q_base, int k_base, const FragmentPos& pos,
+                                          bool all_masked, const RowStaged& rows,
+                                          const uint32_t* keys) {
+  // Column by column, both rows at once: what a mask computes from the key alone
+  // is used and dropped, not held for all 32 columns until the second row.
+  int q[2], qc[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    q[half] = q_base + pos.row0 + 8 * half;
+    qc[half] = kTail ? min(q[half], p.seqlen_q - 1) : q[half];
+  }
+  uint32_t word[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int k = k_base + 8 * j + pos.col0 + e;
+      const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        bool allowed = true;
+        if constexpr (kTail) allowed = (k < p.seqlen_k) & (q[half] < p.seqlen_q);
+        if constexpr (hooks::kHasMaskMod) {
+          if constexpr (kStagedMask) {
+            allowed = allowed & mask_mod_staged(b, h, qc[half], kc,
+                                                Staged{&rows.v[half][0], 1},
+                                                Staged{keys + (kc - k_base), kBlockN}, p.aux);
+          } else {
+            allowed = allowed & hooks::mask_mod(b, h, qc[half], kc, p.aux);
+          }
+        }
+        word[half] |= static_cast<uint32_t>(allowed) << (2 * j + e);
+      }
+    }
+  }
+  bits[0] = all_masked ? 0u : word[0];
+  bits[1] = all_masked ? 0u : word[1];
+}
+
 // Raw Q K^T values -> the normaliser's input: score_mod (natural units), the
-// activation of elementwise normalisers, and the mask where `masked`: disallowed
-// pairs become -inf (softmax) or 0 (elementwise). kTail: the block holds the key
-// or query tail (bounds checks, hook indices clamped into range). With staged
-// reads, `rows` holds this thread's rows' values and `keys` the block's (ring slot).
+// activation of elementwise normalisers, and where `masked` the pairs `bits`
+// disallows become -inf (softmax) or 0 (elementwise). kTail: hook indices
+// clamped into range.
 template <bool kMasked, bool kTail>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
                                                  int h, int q_base, int k_base,
-                                                 const FragmentPos& pos, bool all_masked,
-                                                 const RowStaged& rows, const uint32_t* keys) {
+                                                 const FragmentPos& pos, const MaskBits& bits) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int q = q_base + pos.row0 + 8 * half;
@@ -447,16 +500,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
           x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
         }
         if constexpr (kMasked) {
-          bool allowed = !all_masked;
-          if constexpr (kTail) allowed = allowed & (k < p.seqlen_k) & (q < p.seqlen_q);
-          if constexpr (hooks::kHasMaskMod) {
-            if constexpr (kStagedMask) {
-              allowed = allowed & mask_mod_staged(b, h, qc, kc, Staged{&rows.v[half][0], 1},
-                                                  Staged{keys + (kc - k_base), kBlockN}, p.aux);
-            } else {
-              allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
-            }
-          }
+          const bool allowed = (bits[half] >> (2 * j + e)) & 1u;
           if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
             x = allowed ? x : -INFINITY;
           } else {
@@ -526,7 +570,7 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, 
 // after them. Never taken (sums of exponentials are >= 0 or NaN).
 // CUBRIDGE_PIN_PV_WAIT=0 leaves the wait to ptxas (A/B).
 #ifndef CUBRIDGE_PIN_PV_WAIT
-#define CUBRIDGE_PIN_PV_WAIT 1
+#define CUBRIDGE_PIN_PV_WAIT 0
 #endif
 
 __device__ __forceinline__ void pin_after_softmax(const RowStats& st) {
@@ -596,15 +640,26 @@ __device__ __forceinline__ BlockClass classify(const FwdParams& p, uint32_t info
           all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial), all_masked};
 }
 
+// The mask bits of key block n for this consumer (masked or tail classes only).
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
+                                           const SharedStorage& sh, const Tile& tile, int n,
+                                           int slot, int q_base, const FragmentPos& pos,
+                                           bool all_masked, const RowStaged& rows) {
+  if constexpr (kMasked || kTail) {
+    const uint32_t* keys = nullptr;
+    if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
+    mask_bits<kTail>(bits, p, tile.b, tile.h, q_base, n * kBlockN, pos, all_masked, rows, keys);
+    fence_operands(bits);  // computed here, not sunk to where the bits are used
+  }
+}
+
 template <bool kMasked, bool kTail>
 __device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
-                                             const SharedStorage& sh, const Tile& tile, int n,
-                                             int slot, int q_base, const FragmentPos& pos,
-                                             bool all_masked, const RowStaged& rows) {
-  const uint32_t* keys = nullptr;
-  if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
+                                             const Tile& tile, int n, int q_base,
+                                             const FragmentPos& pos, const MaskBits& bits) {
   scores_to_logits<kMasked || kTail, kTail>(s, p, tile.b, tile.h, q_base, n * kBlockN, pos,
-                                            all_masked, rows, keys);
+                                            bits);
 }
 
 // Loads this consumer's staged query-only reads for its two rows of a tile.
@@ -753,15 +808,16 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     load_row_staged(rows, p, cur.tile, q_base, pos);
     if (live) {  // the first block's S product is ready
       uint32_t info = cur.info;
-      // (with staged key reads the slot is released once the block is masked)
-      if constexpr (kKeyStaged == 0) release(&sh.k_empty[slot.index], thread);
       const BlockClass first = classify(p, info, consumer, q_base);
       with_block_class(first, [&](auto masked, auto tail) {
-        block_logits<decltype(masked)::value, decltype(tail)::value>(
-            s, p, sh, cur.tile, BlockInfo::index(info), slot.index, q_base, pos,
-            first.all_masked, rows);
+        constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
+        MaskBits bits;
+        block_mask<kM, kT>(bits, p, sh, cur.tile, BlockInfo::index(info), slot.index, q_base,
+                           pos, first.all_masked, rows);
+        // (the ring slot holds the staged keys the mask read until here)
+        release(&sh.k_empty[slot.index], thread);
+        block_logits<kM, kT>(s, p, cur.tile, BlockInfo::index(info), q_base, pos, bits);
       });
-      if constexpr (kKeyStaged > 0) release(&sh.k_empty[slot.index], thread);
       if constexpr (kSoftmax) {
         float rescale[2];
         online_softmax(s, st, to_log2, rescale);
@@ -777,6 +833,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         const int n = BlockInfo::index(info);
         const BlockClass cls = classify(p, info, consumer, q_base);
         with_block_class(cls, [&](auto masked, auto tail) {
+          constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
+          // An index-only mask first, while S holds nothing live (its product is not
+          // issued yet): its arithmetic then has S's registers. One that reads aux
+          // waits for S (loads issued here were measured to spill more).
+          MaskBits bits;
+          if constexpr (kMaskIndexOnly) {
+            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                               cls.all_masked, rows);
+          }
           take_mma_token(consumer);
           gemm_qk(s, sh, cur.qb, slot.index, consumer);
           wgmma_commit();
@@ -786,10 +851,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           pass_mma_token(consumer);
           wgmma_wait<1>();
           fence_operands(s);
-          if constexpr (kKeyStaged == 0) release(&sh.k_empty[slot.index], thread);
-          block_logits<decltype(masked)::value, decltype(tail)::value>(
-              s, p, sh, cur.tile, n, slot.index, q_base, pos, cls.all_masked, rows);
-          if constexpr (kKeyStaged > 0) release(&sh.k_empty[slot.index], thread);
+          if constexpr (!kMaskIndexOnly) {
+            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                               cls.all_masked, rows);
+          }
+          // (the ring slot holds the staged keys the mask read until here)
+          release(&sh.k_empty[slot.index], thread);
+          block_logits<kM, kT>(s, p, cur.tile, n, q_base, pos, bits);
           float rescale[2];
           bool moved = false;
           if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);

@@ -22,6 +22,7 @@ constexpr Normalizer kNormalizer = Normalizer::Softmax;
 CUBRIDGE_HD float score_mod(float s, int, int, int, int, const AuxArgs&) { return s; }
 
 CUBRIDGE_HD bool mask_mod(int, int, int q, int k, const AuxArgs&) { return !kCausal || q >= k; }
+#define CUBRIDGE_HOOKS_MASK_INDEX_ONLY 1  // (mask_mod reads no aux: docs/hooks.md)
 
 CUBRIDGE_HD float activation(float s) { return s; }
 
