@@ -42,6 +42,8 @@ def _check(result: Any, what: str) -> Any:
 
 def require_cuda_device(device: torch.device | None = None) -> torch.device:
     """The CUDA device to run on; NoGpuError when there is none."""
+    if device is not None and device.type == "cuda" and device.index is not None:
+        return device  # (a CUDA tensor's device: no availability probe on the launch path)
     if not torch.cuda.is_available():
         build = "a CPU-only PyTorch build" if torch.version.cuda is None else "no visible GPU"
         raise NoGpuError(f"no CUDA GPU available ({build}); run GPU work on a machine with one")

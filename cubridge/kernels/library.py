@@ -40,7 +40,13 @@ import torch
 
 from cubridge.attention import default_scale
 from cubridge.build.arch import check_supported, parse_arch
-from cubridge.build.attention_op import AttentionKernel, KernelInfo, check_inputs, register
+from cubridge.build.attention_op import (
+    AttentionKernel,
+    KernelInfo,
+    call_attention_fwd,
+    check_inputs,
+    register,
+)
 from cubridge.build.compile import CompiledKernel, compile_cuda
 from cubridge.build.driver import device_arch, require_cuda_device
 from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
@@ -449,7 +455,7 @@ class LibraryKernel:
         kernel, key, softmax = _eager(_registered_launchable)(self, q, causal, hooks_header,
                                                               source)
         if out is None and lse is None:
-            out, lse = torch.ops.cubridge.attention_fwd(q, k, v, aux_list, scale, key)
+            out, lse = call_attention_fwd(q, k, v, aux_list, scale, key)
         else:
             b, hq, sq, _ = q.shape
             out = torch.empty_like(q) if out is None else out

@@ -61,7 +61,8 @@ def _stage_function(name: str, var: str, nodes: tuple[Node, ...], slots: Mapping
 
 def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
                         aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
-    """kKeyStaged, kRowStaged, CUBRIDGE_HOOKS_MASK_INDEX_ONLY, key_staged, row_staged and mask_mod_staged."""
+    """kKeyStaged, kRowStaged, CUBRIDGE_HOOKS_MASK_INDEX_ONLY (where it holds),
+    key_staged, row_staged and mask_mod_staged."""
     reads = staged_reads(mask) if mask is not None else StagedReads((), ())
     bound = {n: f"cubridge::staged_value<{C_TYPES[n.dtype]}>(key_vals[{i}])"
              for i, n in enumerate(reads.key)}

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import HeadConfig, Shape, default_scale
-from cubridge.build.attention_op import check_inputs
+from cubridge.build.attention_op import call_attention_fwd, check_inputs
 from cubridge.build.driver import device_arch, require_cuda_device
 from cubridge.kernels import LibraryKernel, select_for_spec
 from cubridge.lower.hook_header import HookHeader, generate_header
@@ -258,7 +258,7 @@ def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         check_inputs(query, key, value, [call.shape.d], [query.dtype], packed,
                      what="cubridge.flex_attention")
     s = default_scale(query.shape[3]) if scale is None else float(scale)
-    out, lse = torch.ops.cubridge.attention_fwd(query, key, value, packed, s,
+    out, lse = call_attention_fwd(query, key, value, packed, s,
                                                 call.kernel.kernel_key)
     if return_aux is not None and getattr(return_aux, "lse", False):
         from torch.nn.attention.flex_attention import AuxOutput

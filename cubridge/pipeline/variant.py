@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from cubridge.attention import Shape, default_scale
-from cubridge.build.attention_op import check_inputs, register
+from cubridge.build.attention_op import call_attention_fwd, check_inputs, register
 from cubridge.build.compile import CompiledKernel
 from cubridge.build.driver import device_arch, require_cuda_device
 from cubridge.kernels import KernelBuild, LibraryKernel, get_kernel
@@ -136,7 +136,7 @@ class CompiledVariant:
             check_inputs(q, k, v, [q.shape[3]], self.spec.dtypes, packed, what=self.spec.name)
         scale = self.spec.scale if scale is None else scale
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
-        out, lse = torch.ops.cubridge.attention_fwd(q, k, v, packed, scale, key)
+        out, lse = call_attention_fwd(q, k, v, packed, scale, key)
         return out, (lse if self.spec.normalizer == "softmax" else None)
 
     def fingerprint(self) -> str:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from cubridge.attention import default_scale
 from cubridge.kernels import get_kernel
 from cubridge.kernels.fa_sm90 import launch
+
 fa_sm90 = get_kernel("fa_sm90")
 # (the library loads kernel.py from its directory: its config class, not an import's)
 Sm90TileConfig = fa_sm90.config_type
