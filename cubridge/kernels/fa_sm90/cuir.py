@@ -47,8 +47,11 @@ named barriers, proxy fence and store waits go with the staging; the CUDA's
 per warp (rows that keep their max have factor 1 either way); mask_mod's
 staged reads (key-only reads loaded by the producer warp beside K, query-only
 ones into registers per tile; with them a consumer releases K after masking)
-are the hook's own reads moved, not modelled; setmaxnreg and the swizzled
-layouts have no IR form.
+are the hook's own reads moved, not modelled; an index-only mask_mod
+(CUBRIDGE_HOOKS_MASK_INDEX_ONLY) is evaluated by the CUDA into per-thread bits
+before the block's S product is issued and applied after it retires, where
+the IR masks the scores (`scores`) after the wait: the same pairs either way;
+setmaxnreg and the swizzled layouts have no IR form.
 """
 
 from __future__ import annotations
