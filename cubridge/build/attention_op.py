@@ -203,8 +203,11 @@ def call_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if (torch.compiler.is_compiling() or type(q) is not torch.Tensor
             or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad
                                              or v.requires_grad))):
-        return torch.ops.cubridge.attention_fwd(q, k, v, aux, scale, kernel_key)
+        return _OP(q, k, v, aux, scale, kernel_key)
     return _attention_fwd(q, k, v, aux, scale, kernel_key)
+
+
+_OP = torch.ops.cubridge.attention_fwd
 
 
 @attention_fwd.register_fake
