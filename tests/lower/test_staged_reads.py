@@ -62,3 +62,18 @@ def test_staged_reads_are_capped_and_the_rest_stay_loads():
 def test_index_only_masks_stage_nothing():
     text = generate_header(plan_hooks(VARIANTS["alibi_causal"])).text
     assert "constexpr int kKeyStaged = 0;" in text and "constexpr int kRowStaged = 0;" in text
+
+
+def test_index_only_masks_are_declared_so():
+    """CUBRIDGE_HOOKS_MASK_INDEX_ONLY (fa_sm90 then evaluates the mask before the
+    S product) exactly when mask_mod reads no aux tensor."""
+    flag = "#define CUBRIDGE_HOOKS_MASK_INDEX_ONLY 1"
+    for name in ("causal", "sliding_window_1024", "global_sliding_window", "causal_blockwise"):
+        assert flag in generate_header(plan_hooks(VARIANTS[name])).text, name
+    # (prefix_lm and comb read their prefix length from a 0-d aux tensor)
+    for name in ("document_causal", "share_question", "prefix_lm", "comb_prefix_softcap_sigmoid"):
+        assert flag not in generate_header(plan_hooks(VARIANTS[name])).text, name
+    slope = torch.zeros(4)
+    reads_aux = plan_hooks(make_spec("m", lambda b, h, q, k, *, slope: (slope[h] > 0) & (q >= k)),
+                           {"slope": slope})
+    assert flag not in generate_header(reads_aux).text
