@@ -563,12 +563,12 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, 
   return __any_sync(0xffffffffu, moved);
 }
 
-// ptxas moves wgmma.wait_group up to where the product in flight is expected
-// done, which puts the wait for block n-1's PV product before block n's
-// exponentials: the softmax then no longer runs under that product. A branch on
-// the row sums ends the basic block the exponentials are in, so the wait stays
-// after them. Never taken (sums of exponentials are >= 0 or NaN).
-// CUBRIDGE_PIN_PV_WAIT=0 leaves the wait to ptxas (A/B).
+// ptxas moves the wait for block n-1's PV product up before block n's
+// exponentials (it wants the registers), so the softmax does not run under it.
+// CUBRIDGE_PIN_PV_WAIT=1 pins the wait after them in unmasked blocks: a branch on
+// the row sums (never taken: sums of exponentials are >= 0 or NaN) ends their
+// basic block. Measured neutral on an H100 (NOTES.md), so off: an A/B knob.
+// (In masked blocks the pin runs ptxas out of registers: every wgmma serialised.)
 #ifndef CUBRIDGE_PIN_PV_WAIT
 #define CUBRIDGE_PIN_PV_WAIT 0
 #endif
