@@ -95,3 +95,30 @@ def external_impl(name: str, target: str) -> Impl:
         return Prepared(lambda: fn(q, k, v, **kwargs))
 
     return Impl(name, prepare, target)
+
+
+def flex_attention_impl(name: str = "ours") -> Impl:
+    """`cubridge.flex_attention` called as a FlexAttention user calls it: the
+    spec's own mods (a spec made by `from_mods` from mods that capture their
+    tensors), no aux. Its first call, untimed, builds the kernel and verifies
+    it on the GPU against the mods' float64 attention."""
+
+    def prepare(case: Case) -> Prepared:
+        import cubridge
+
+        spec = case.spec
+        if case.aux:
+            raise Unsupported(f"cubridge.flex_attention takes FlexAttention's mods, which "
+                              f"capture their tensors; spec {spec.name!r} passes aux "
+                              f"{sorted(case.aux)}")
+        if spec.normalizer != "softmax":
+            raise Unsupported(f"cubridge.flex_attention is softmax attention; spec "
+                              f"{spec.name!r} uses {spec.normalizer}")
+        q, k, v, s = case.q, case.k, case.v, case.shape
+        kwargs = dict(score_mod=spec.score_mod, mask_mod=spec.mask_mod, scale=case.scale,
+                      enable_gqa=s.hq != s.hk)
+        run = lambda: cubridge.flex_attention(q, k, v, **kwargs)  # noqa: E731
+        run()
+        return Prepared(run, note="cubridge.flex_attention (verified on its first call)")
+
+    return Impl(name, prepare, "cubridge.flex_attention")

@@ -142,13 +142,15 @@ def meta_lines(meta: dict) -> list[str]:
 
 
 def markdown_table(results: Sequence[CaseResult]) -> str:
-    """TFLOP/s on allowed pairs: one row per (variant, config, S), one column per impl."""
+    """TFLOP/s on allowed pairs: one row per (variant, config, S), one column per
+    impl; S reads Sq x Sk where the keys differ."""
     names = _impl_names(results)
     head = ["variant", "config", "S", "B", "density"] + names
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         by_name = {i.impl: i for i in r.impls}
-        row = [r.variant, r.config, str(r.seq_len), str(r.batch), f"{r.density:.3f}"]
+        lengths = f"{r.seq_len}x{r.seq_len_k}" if r.seq_len_k else str(r.seq_len)
+        row = [r.variant, r.config, lengths, str(r.batch), f"{r.density:.3f}"]
         lines.append("| " + " | ".join(row + [_cell(by_name.get(n)) for n in names]) + " |")
     return "\n".join(lines)
 

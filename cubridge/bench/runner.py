@@ -65,6 +65,7 @@ class CaseResult:
     reference: str
     impls: list[ImplResult] = field(default_factory=list)
     counting: str = ""  # how allowed_pairs and flops were obtained (cubridge.bench.work)
+    seq_len_k: int | None = None  # keys, where they differ from seq_len (queries)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -142,10 +143,14 @@ def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer,
         _free(case.device)
 
 
-def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -> Case:
-    if seq_len > config.tokens or config.tokens % seq_len:
-        raise ValueError(f"sequence length {seq_len} does not divide {config.tokens} tokens")
-    shape = Shape.from_config(cfg, config.tokens // seq_len, seq_len)
+def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig,
+               shape: Shape | None = None) -> Case:
+    """The inputs of one case: B = tokens // seq_len and Sq = Sk = seq_len,
+    unless `shape` gives them (mods whose captured tensors fix B, Sq and Sk)."""
+    if shape is None:
+        if seq_len > config.tokens or config.tokens % seq_len:
+            raise ValueError(f"sequence length {seq_len} does not divide {config.tokens} tokens")
+        shape = Shape.from_config(cfg, config.tokens // seq_len, seq_len)
     device = torch.device(config.device)
     gen = torch.Generator(device=device).manual_seed(config.seed)
     q, k, v = make_qkv(shape, config.dtype, "normal", gen)  # never zeros: docs/benchmark.md
@@ -159,12 +164,12 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig) -
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
              config: BenchConfig, timer: Timer,
-             progress: Callable[[str], None] = print) -> CaseResult:
-    case = build_case(spec, cfg, seq_len, config)
+             progress: Callable[[str], None] = print, shape: Shape | None = None) -> CaseResult:
+    case = build_case(spec, cfg, seq_len, config, shape)
     s, st = case.shape, case.stats
-    result = CaseResult(spec.name, cfg.name, seq_len, s.b, s.hq, s.hk, s.d, st.allowed_pairs,
+    result = CaseResult(spec.name, cfg.name, s.sq, s.b, s.hq, s.hk, s.d, st.allowed_pairs,
                         st.density, st.structure, case.flops, reference="",
-                        counting=case.counting)
+                        counting=case.counting, seq_len_k=s.sk if s.sk != s.sq else None)
     try:
         agree, why = mods_agree_with_reference(spec, s, case.device, seed=config.seed)
     except Exception as exc:  # noqa: BLE001 - fall back to the spec's reference

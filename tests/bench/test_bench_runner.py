@@ -157,3 +157,39 @@ def test_impl_writing_to_its_inputs_fails_and_the_next_impl_gets_them_back(specs
     by = {i.impl: i for i in results[0].impls}
     assert by["scribbles"].status == "wrong" and by["scribbles"].reason == "modified its inputs"
     assert by["sdpa"].status == "ok"
+
+
+def test_a_case_of_a_given_shape_with_captured_tensors_and_sq_neq_sk():
+    """Mods whose captured tensors fix B, Sq and Sk (cubridge.flex_attention's
+    users): the case is built for that shape, verified and timed."""
+    from cubridge.attention import HeadConfig, Shape
+    from cubridge.bench.report import markdown_table
+    from cubridge.bench.runner import run_case
+    from cubridge.spec import from_mods
+
+    starts = torch.tensor([0, 10, 30, 40])  # captured: the image each key belongs to starts here
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return q_idx >= starts[kv_idx // 12]
+
+    cfg = HeadConfig("tiny", 4, 2, 16)
+    spec = from_mods(None, mask_mod, name="images", configs=[cfg], seq_lens=[48])
+    shape = Shape(3, 4, 2, 48, 40, 16)
+    (r,) = [run_case(spec, cfg, 48, peer_impls(["eager"]), CPU, wallclock_timer(2),
+                     progress=lambda _: None, shape=shape)]
+    assert (r.batch, r.seq_len, r.seq_len_k) == (3, 48, 40)
+    want = sum(int((torch.arange(48)[:, None] >= starts[torch.arange(40) // 12]).sum())
+               for _ in range(3 * 4))
+    assert r.allowed_pairs == want
+    assert r.impls[0].status == "ok", r.impls[0].reason
+    assert "| images | tiny | 48x40 | 3 |" in markdown_table([r])
+
+
+def test_cubridge_flex_attention_impl_refuses_what_it_cannot_take(specs):
+    from cubridge.bench.ours import flex_attention_impl
+
+    results = run_bench([specs["document_causal"]], [flex_attention_impl()],
+                        BenchConfig(seq_lens=(64,), configs=("tiny",), tokens=128, device="cpu"),
+                        wallclock_timer(2), progress=lambda _: None)
+    (i,) = results[0].impls
+    assert i.status == "unsupported" and "capture their tensors" in i.reason

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from attn_gym_corpus import CORPUS, NOT_TAKEN, TAKEN, Case
+from attn_gym_corpus import CORPUS, NOT_TAKEN, SMALL, TAKEN, Case, Size
 
 from cubridge.attention import HeadConfig, Shape
 from cubridge.build.resources import SPILL_BUDGET_BYTES
@@ -116,6 +116,32 @@ def test_the_docs_list_exactly_the_mods_not_taken_with_their_reasons():
     flat = " ".join(section.split())
     for c in NOT_TAKEN:
         assert " ".join(c.not_taken.split()) in flat, c.name
+
+
+def test_corpus_sizes_are_those_whose_canvases_scale_by_an_integer_side():
+    assert (SMALL.b, SMALL.h, SMALL.n, SMALL.r, SMALL.side) == (2, 4, 128, 1, 1)
+    assert (Size(8, 32, 2048).r, Size(8, 32, 2048).side) == (16, 4)
+    for n in (256, 1000, 4096):
+        with pytest.raises(ValueError, match="128 \\* k\\^2"):
+            Size(1, 1, n)
+
+
+MASKS = [c for c in TAKEN if c.make("cpu")[1] is not None]
+
+
+@pytest.mark.parametrize("c", MASKS, ids=_ids(MASKS))
+def test_masks_made_for_a_larger_size_keep_their_density(c):
+    """What the GPU timing test relies on: a mask made for 512 positions (and
+    so for 2048) allows about the share of pairs it allows at 128."""
+    from torch.nn.attention.flex_attention import create_mask
+
+    def density(size: Size) -> float:
+        sq, sk = c.lengths(size)
+        mask = create_mask(c.make("cpu", size)[1], size.b, size.h, sq, sk, device="cpu")
+        return float(mask.float().mean())
+
+    small, large = density(SMALL), density(Size(2, 4, 512))
+    assert 0 < large < 1 and abs(large - small) <= 0.4 * small, (small, large)
 
 
 @pytest.mark.slow
