@@ -17,7 +17,7 @@ import torch
 
 from cubridge.attention import Shape, default_scale
 from cubridge.bench.case import make_aux_on
-from cubridge.spec.grids import arange, eval_mask
+from cubridge.spec.grids import arange, eval_mask, eval_score
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods, bind_mods
 from cubridge.verify.peers import first_tensor
@@ -56,7 +56,7 @@ def attention_from_mods(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods:
             kv = torch.arange(h0, h1, device=dev) // group
             s = torch.matmul(q64[b, h0:h1], k64[b, kv].transpose(-1, -2)).unsqueeze(0) * scale
             if mods.score_mod is not None:
-                s = mods.score_mod(s, bi, hi, qi, ki).to(torch.float64)
+                s = eval_score(mods.score_mod, s, bi, hi, qi, ki).to(torch.float64)
             allowed = (eval_mask(mods.mask_mod, bi, hi, qi, ki) if mods.mask_mod is not None
                        else torch.ones(1, 1, sq, sk, dtype=torch.bool, device=dev))
             if normalizer == "softmax":

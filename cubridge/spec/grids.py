@@ -6,6 +6,13 @@ are elementwise, so calling them on broadcastable index tensors
 whole block of pairs at once. The shape of the result tells which indices a
 mask really depends on (a document mask comes back [B,1,Q,K]). Binding the mods
 to their aux tensors is the spec part's (cubridge.spec.mods.bind_mods).
+
+FlexAttention calls mods per element (torch.vmap), and a mod written for
+scalar indices can mean something else on a grid (Flamingo's
+`interval = intervals[image_idx]; interval[0]`). `eval_mask` and `eval_score`
+therefore check the grid against per-element calls on the grid's corner
+(first and last rows of the first batch elements and heads, every key) and
+evaluate per element where the grid fails or disagrees.
 """
 
 from __future__ import annotations
@@ -30,15 +37,108 @@ def arange(n: int, device: torch.device | str, start: int = 0) -> torch.Tensor:
     return torch.arange(start, start + n, device=device, dtype=INDEX_DTYPE)
 
 
+def elementwise_mask(mask_mod: Mod) -> Callable[..., torch.Tensor]:
+    """mask_mod vmapped over 1-d b, h, q_idx, kv_idx -> [B, H, Sq, Sk], as
+    FlexAttention's create_block_mask calls it."""
+    fn = mask_mod
+    for dims in ((None, None, None, 0), (None, None, 0, None), (None, 0, None, None),
+                 (0, None, None, None)):
+        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
+    return fn
+
+
+def elementwise_score(score_mod: Mod) -> Callable[..., torch.Tensor]:
+    """score_mod vmapped over scores [B, H, Sq, Sk] and 1-d b, h, q_idx,
+    kv_idx, as FlexAttention calls it."""
+    fn = score_mod
+    for dims in ((0, None, None, None, 0), (0, None, None, 0, None), (0, None, 0, None, None),
+                 (0, 0, None, None, None)):
+        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
+    return fn
+
+
+CORNER_ROWS = 8  # first and last query rows of the per-element check
+
+
+def _flat(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+          ) -> tuple[torch.Tensor, ...]:
+    return tuple(i.reshape(-1) for i in (b, h, q, k))
+
+
+def _corner(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+            ) -> tuple[slice, slice, torch.Tensor]:
+    """(batch slice, head slice, query rows) of the per-element check."""
+    n = q.shape[2]
+    rows = torch.arange(n, device=q.device)
+    if n > 2 * CORNER_ROWS:
+        rows = torch.cat([rows[:CORNER_ROWS], rows[-CORNER_ROWS:]])
+    return slice(0, min(2, b.shape[0])), slice(0, min(2, h.shape[1])), rows
+
+
+def _grid_or_error(fn: Callable[[], object], device: torch.device
+                   ) -> torch.Tensor | Exception:
+    try:
+        return torch.as_tensor(fn(), device=device)
+    except (IndexError, RuntimeError, ValueError) as exc:  # written for scalar indices
+        return exc
+
+
 def eval_mask(mask_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
               k: torch.Tensor) -> torch.Tensor:
     """mask_mod on a grid, as a bool tensor broadcast to at least [1, 1, Q, K].
-    Dims 0 and 1 stay 1 when the mask does not depend on batch or head."""
-    out = torch.as_tensor(mask_mod(b, h, q, k), device=q.device)
-    if out.dtype != torch.bool:
-        raise TypeError(f"mask_mod returned {out.dtype}, expected a bool tensor")
-    shape = torch.broadcast_shapes(out.shape, (1, 1, q.shape[2], k.shape[3]))
-    return out.expand(shape)
+    Dims 0 and 1 stay 1 when the mask does not depend on batch or head (on the
+    grid path; a mask evaluated per element comes back [B, H, Q, K])."""
+    want = (1, 1, q.shape[2], k.shape[3])
+    out = _grid_or_error(lambda: mask_mod(b, h, q, k), q.device)
+    if isinstance(out, torch.Tensor):
+        if out.dtype != torch.bool:
+            raise TypeError(f"mask_mod returned {out.dtype}, expected a bool tensor")
+        try:
+            out = out.expand(torch.broadcast_shapes(out.shape, want))
+        except RuntimeError as exc:
+            out = exc
+    if isinstance(out, torch.Tensor):
+        bs, hs, rows = _corner(b, h, q, k)
+        try:
+            fb, fh, fq, fk = _flat(b[bs], h[:, hs], q[:, :, rows], k)
+            each = elementwise_mask(mask_mod)(fb, fh, fq, fk)
+        except Exception:  # noqa: BLE001 - not vmappable: the grid is all there is
+            return out
+        grid = out[bs if out.shape[0] > 1 else slice(None),
+                   hs if out.shape[1] > 1 else slice(None)][:, :, rows]
+        if torch.equal(grid.expand_as(each), each):
+            return out
+    try:
+        return elementwise_mask(mask_mod)(*_flat(b, h, q, k))
+    except Exception as exc:
+        if isinstance(out, Exception):
+            raise exc from out
+        raise
+
+
+def eval_score(score_mod: Mod, s: torch.Tensor, b: torch.Tensor, h: torch.Tensor,
+               q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """score_mod on scores s (broadcastable to [B, H, Q, K]) and an index grid,
+    with the same per-element check as eval_mask."""
+    full = (b.shape[0], h.shape[1], q.shape[2], k.shape[3])
+    out = _grid_or_error(lambda: score_mod(s, b, h, q, k), q.device)
+    if isinstance(out, torch.Tensor):
+        bs, hs, rows = _corner(b, h, q, k)
+        try:
+            fb, fh, fq, fk = _flat(b[bs], h[:, hs], q[:, :, rows], k)
+            corner = s.expand(full)[bs, hs][:, :, rows]
+            each = elementwise_score(score_mod)(corner, fb, fh, fq, fk)
+            grid = out.expand(torch.broadcast_shapes(out.shape, full))[bs, hs][:, :, rows]
+        except Exception:  # noqa: BLE001 - not vmappable: the grid is all there is
+            return out
+        if torch.allclose(grid.double(), each.double(), rtol=1e-5, atol=1e-5, equal_nan=True):
+            return out
+    try:
+        return elementwise_score(score_mod)(s.expand(full), *_flat(b, h, q, k))
+    except Exception as exc:
+        if isinstance(out, Exception):
+            raise exc from out
+        raise
 
 
 def is_additive(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
@@ -70,7 +170,7 @@ def eval_score_bias(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.T
     bias = torch.empty(shape, dtype=dtype, device=q.device)
     for start in range(0, q.shape[2], rows_per_chunk):
         rows = q[:, :, start:start + rows_per_chunk]
-        bias[:, :, start:start + rows.shape[2]] = score_mod(zero, b, h, rows, k)
+        bias[:, :, start:start + rows.shape[2]] = eval_score(score_mod, zero, b, h, rows, k)
     return bias
 
 

@@ -16,6 +16,7 @@ import torch
 
 from cubridge.attention import default_scale
 from cubridge.spec.captured import captured_tensors
+from cubridge.spec.grids import elementwise_mask, elementwise_score
 from cubridge.spec.model import Spec
 
 MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -91,26 +92,6 @@ def index_grids(
     ar = lambda n: torch.arange(n, device=device)
     return (ar(b).view(b, 1, 1, 1), ar(h).view(1, h, 1, 1),
             ar(sq).view(1, 1, sq, 1), ar(sk).view(1, 1, 1, sk))
-
-
-def elementwise_mask(mask_mod: MaskMod) -> Callable[..., torch.Tensor]:
-    """mask_mod vmapped over 1-d b, h, q_idx, kv_idx -> [B, H, Sq, Sk], as
-    FlexAttention's create_block_mask calls it."""
-    fn = mask_mod
-    for dims in ((None, None, None, 0), (None, None, 0, None), (None, 0, None, None),
-                 (0, None, None, None)):
-        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
-    return fn
-
-
-def elementwise_score(score_mod: ScoreMod) -> Callable[..., torch.Tensor]:
-    """score_mod vmapped over scores [B, H, Sq, Sk] and 1-d b, h, q_idx,
-    kv_idx, as FlexAttention calls it."""
-    fn = score_mod
-    for dims in ((0, None, None, None, 0), (0, None, None, 0, None), (0, None, 0, None, None),
-                 (0, 0, None, None, None)):
-        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
-    return fn
 
 
 def _indices(b: int, h: int, sq: int, sk: int, device: torch.device | str

@@ -161,3 +161,33 @@ def test_a_spec_files_captured_tensor_comes_back_with_its_saved_plan(tmp_path):
     changed = load(path)
     with pytest.raises(ValueError, match="trace differently"):
         plan_from_json(plan.to_json(), changed)
+
+
+def test_grid_evaluations_keep_flexattentions_per_element_meaning():
+    """The benchmark's pair count, float64 reference and dense masks evaluate
+    mods on grids; a mod written for scalar indices is evaluated per element
+    where the grid fails (Flamingo at 2048 x 1920 raised) or disagrees."""
+    from cubridge.bench.flops import count_allowed_pairs
+    from cubridge.spec.grids import arange, eval_mask, eval_score, index_grid
+
+    intervals = torch.tensor([[0, 70], [20, 100], [90, 128]], dtype=torch.int32) * 4
+    mask_mod = masks.generate_vision_cross_attention_mask_mod(intervals, 160)
+    sq, sk = 512, 480
+    want = _per_element(mask_mod, sq, sk, b=2, h=3)
+    grid = index_grid(*(arange(n, "cpu") for n in (2, 3, sq, sk)))
+    assert torch.equal(eval_mask(mask_mod, *grid).expand_as(want), want)
+    stats = count_allowed_pairs(mask_mod, Shape(2, 3, 3, sq, sk, 64), "cpu", chunk_elements=4096)
+    assert stats.allowed_pairs == int(want.sum())
+
+    rows = torch.tensor([[0.5, -1.0], [2.0, 3.0]])  # one row of two biases per head
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # written for scalars: row[0], row[1]
+        row = rows[h]
+        return score + torch.where(q_idx >= kv_idx, row[0], row[1])
+
+    s = torch.randn(1, 2, 16, 16, dtype=torch.float64)
+    b, h, q, k = index_grid(*(arange(n, "cpu") for n in (1, 2, 16, 16)))
+    got = eval_score(score_mod, s, b, h, q, k)
+    causal = (q >= k).expand(1, 2, 16, 16)
+    bias = torch.where(causal, rows[:, 0].view(1, 2, 1, 1), rows[:, 1].view(1, 2, 1, 1))
+    assert torch.allclose(got.expand_as(s), s + bias)
