@@ -1,0 +1,95 @@
+"""A/B of hook headers for benchmark variants on fa_sm90: each header is
+compiled into the variant's kernel (same plan, same aux slots) and run through
+the benchmark loop on the same inputs: the float64 reference first, every
+output verified before it is timed, the headers interleaved for `--rounds`.
+
+    python bench/kernels/fa_sm90/variant_ab.py prefix_lm comb_prefix_softcap_sigmoid \\
+        --header old=.ab/old --header new=.ab/new --seq-lens 2048,4096 --out DIR
+
+A header argument is LABEL=FOLDER holding <variant>.cuh for every variant named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from cubridge.bench.commands import load_specs
+from cubridge.bench.peers import Impl, Prepared
+from cubridge.bench.report import collect_metadata, invocation, write_reports
+from cubridge.bench.runner import BenchConfig, head_config, run_case
+from cubridge.bench.timing import TimingSettings, do_bench_timer
+from cubridge.build.driver import device_arch
+from cubridge.kernels import get_kernel
+from cubridge.lower.hook_header import generate_header
+from cubridge.pipeline.route import choose_path
+from cubridge.pipeline.variant import CompiledVariant, rules_variant
+
+
+def _label_folder(text: str) -> tuple[str, Path]:
+    label, _, folder = text.partition("=")
+    if not label or not folder:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LABEL=FOLDER")
+    return label, Path(folder)
+
+
+def _impl(name: str, variant: CompiledVariant) -> Impl:
+    def prepare(case) -> Prepared:  # noqa: ANN001
+        q, k, v, aux, scale = case.q, case.k, case.v, case.aux, case.scale
+        return Prepared(lambda: variant(q, k, v, scale=scale, **aux)[0])
+
+    return Impl(name, prepare, "fa_sm90 with this header")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("variants", nargs="+")
+    ap.add_argument("--header", type=_label_folder, action="append", required=True)
+    ap.add_argument("--seq-lens", default="4096")
+    ap.add_argument("--configs", default="llama2_7b")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    lib = get_kernel("fa_sm90")
+    arch = device_arch(torch.device("cuda"))
+    specs = load_specs(args.variants)
+    variants: dict[tuple[str, str], CompiledVariant] = {}
+    for spec in specs:
+        route = choose_path(spec, lib)
+        if route.plan is None:
+            sys.exit(f"{spec.name}: not on the rules path ({route.reason})")
+        base = generate_header(route.plan)
+        for label, folder in args.header:
+            text = (folder / f"{spec.name}.cuh").read_text()
+            variants[spec.name, label] = rules_variant(spec, lib,
+                                                       dataclasses.replace(base, text=text))
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(lambda v: v.compile(arch), variants.values()))
+    for v in variants.values():
+        v.prepare("cuda")
+
+    config = BenchConfig(seq_lens=[int(s) for s in args.seq_lens.split(",")],
+                         configs=args.configs.split(","))
+    timer = do_bench_timer(TimingSettings())
+    results = []
+    for spec in specs:
+        impls = [_impl(f"{label}#{r + 1}", variants[spec.name, label])
+                 for r in range(args.rounds) for label, _ in args.header]
+        for cfg_name in config.configs:
+            for s in config.seq_lens:
+                results.append(run_case(spec, head_config(spec, cfg_name), s, impls, config,
+                                        timer))
+    meta = collect_metadata(invocation(sys.argv), "cuda", "triton.testing.do_bench, median, "
+                            "L2 flushed; headers interleaved by round")
+    for path in write_reports(args.out, meta, results).values():
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
