@@ -2,12 +2,6 @@
 k]) or on the query alone (q_doc[b, q]), with b and h, are evaluated by the
 kernel once per key block or query block into shared memory, instead of once
 per score from global memory between the key loop's barriers (docs/hooks.md).
-Reads of neither (a 0-d prefix length, a per-head value) are staged with the
-query's: once per tile. A mask that reads nothing else computes from indices
-and per-tile values held in registers, and the header says so
-(CUBRIDGE_HOOKS_MASK_INDEX_ONLY): a kernel may evaluate it ahead of the scores.
-Masks with key-staged reads are not marked: on fa_sm90 evaluated early they
-spilled (document_causal, share_question: 0 -> 236 B at D = 128).
 
 This module picks those reads and renders the hooks that stage them and the
 mask_mod_staged that reads them back; the plain mask_mod stays for kernels
@@ -32,7 +26,7 @@ MAX_STAGED = 4
 @dataclass(frozen=True)
 class StagedReads:
     key: tuple[Node, ...]  # aux reads of (b, h, k) that involve k
-    row: tuple[Node, ...]  # aux reads of (b, h, q): once per tile and row
+    row: tuple[Node, ...]  # aux reads of (b, h, q) that involve q
 
 
 def staged_reads(mask: Node) -> StagedReads:
@@ -40,26 +34,14 @@ def staged_reads(mask: Node) -> StagedReads:
     key: list[Node] = []
     row: list[Node] = []
     for n in mask.walk():
-        if n.op != "aux_load":
+        if n.op != "aux_load" or not n.args:
             continue
-        used = set().union(set(), *(free_vars(a) for a in n.args))
+        used = set().union(*(free_vars(a) for a in n.args))
         side = key if used <= {"b", "h", "k"} and "k" in used else \
-            row if used <= {"b", "h", "q"} else None
+            row if used <= {"b", "h", "q"} and "q" in used else None
         if side is not None and n not in side and len(side) < MAX_STAGED:
             side.append(n)
     return StagedReads(tuple(key), tuple(row))
-
-
-def reads_per_score(mask: Node, staged: StagedReads) -> bool:
-    """Whether `mask` still loads aux per score once its staged reads are bound."""
-    bound = set(staged.key) | set(staged.row)
-
-    def loads(n: Node) -> bool:
-        if n in bound:
-            return False
-        return n.op == "aux_load" or any(loads(a) for a in n.args)
-
-    return loads(mask)
 
 
 def _stage_function(name: str, var: str, nodes: tuple[Node, ...], slots: Mapping[str, int],
@@ -90,15 +72,14 @@ def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
         body = ["  return true;"]
     else:
         body = render_body(mask, slots, aux_dtypes, pre_bound=bound)
-    reads_aux = mask is not None and (bool(reads.key) or reads_per_score(mask, reads))
+    reads_aux = mask is not None and any(n.op == "aux_load" for n in mask.walk())
     return [
         "#define CUBRIDGE_HOOKS_STAGED_READS 1  // this header stages reads (docs/hooks.md)",
         f"constexpr int kKeyStaged = {len(reads.key)};",
         f"constexpr int kRowStaged = {len(reads.row)};",
         *([] if reads_aux else [
-            "// mask_mod_staged is arithmetic on indices and per-tile values (no aux read",
-            "// per score or per key): a kernel may evaluate it ahead of the scores, where",
-            "// it is cheapest in registers (docs/hooks.md)",
+            "// mask_mod is index arithmetic alone (no aux read): a kernel may evaluate it",
+            "// ahead of the scores, where it is cheapest in registers (docs/hooks.md)",
             "#define CUBRIDGE_HOOKS_MASK_INDEX_ONLY 1"]),
         "",
         _stage_function("key_staged", "k", reads.key, slots, aux_dtypes),
