@@ -240,10 +240,16 @@ def load(path: str | Path) -> Spec:
 
     Raises SpecError saying what is wrong and where (file:line)."""
     f = _SpecFile(Path(path))
-    if f.get("reference") is None:
-        raise SpecError("no `reference(q, k, v, **aux)` function defined", str(f.path))
-    reference = _check_signature(f.get("reference"), "reference", ("q", "k", "v"),
-                                 f.where("reference"), var_kw_ok=True, extra_positional_ok=True)
+    holder: dict[str, Spec] = {}
+    if f.get("reference") is not None:
+        reference = _check_signature(f.get("reference"), "reference", ("q", "k", "v"),
+                                     f.where("reference"), var_kw_ok=True,
+                                     extra_positional_ok=True)
+    elif f.get("mask_mod") is not None or f.get("score_mod") is not None:
+        reference = _mods_reference(holder)
+    else:
+        raise SpecError("no `reference(q, k, v, **aux)` function defined (nor mask_mod / "
+                        "score_mod, whose attention would then be the reference)", str(f.path))
     make_aux = f.get("make_aux")
     if make_aux is not None:
         make_aux = _check_signature(make_aux, "make_aux", ("shape", "generator", "device"),
@@ -286,9 +292,25 @@ def load(path: str | Path) -> Spec:
         tolerances=_tolerances(f), mask_mod=mask_mod, score_mod=score_mod,
         normalizer=normalizer, returns_lse=normalizer == "softmax",
         scale=float(scale) if scale is not None else None, aux_shapes=_aux_shapes(f),
-        flops=flops,
+        flops=flops, extra={"reference_from_mods": True} if not f.get("reference") else {},
     )
+    holder["spec"] = spec
     return _smoke(spec, f)
+
+
+def _mods_reference(holder: Mapping[str, Spec]) -> Callable[..., object]:
+    """The reference of a spec file that defines mods and no reference: the
+    mods' own attention in float64 (as cubridge.spec.from_mods builds it)."""
+
+    def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **aux: torch.Tensor
+                  ) -> object:
+        spec = holder["spec"]
+        out, lse = mods_attention(spec, q.double(), k.double(), v.double(), aux, spec.scale)
+        if lse is None:
+            return out.to(q.dtype)
+        return out.to(q.dtype), lse if q.dtype == torch.float64 else lse.float()
+
+    return reference
 
 
 def _smoke(spec: Spec, f: _SpecFile) -> Spec:

@@ -191,3 +191,44 @@ def test_grid_evaluations_keep_flexattentions_per_element_meaning():
     causal = (q >= k).expand(1, 2, 16, 16)
     bias = torch.where(causal, rows[:, 0].view(1, 2, 1, 1), rows[:, 1].view(1, 2, 1, 1))
     assert torch.allclose(got.expand_as(s), s + bias)
+
+
+def test_a_spec_file_with_mods_alone_takes_the_mods_attention_as_reference(tmp_path):
+    """An attention-gym user's spec file: the generators' mods, unchanged, and
+    no reference of their own. The mods' attention is the reference; the spec
+    check and the route take it like any spec."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from cubridge.spec.errors import SpecError
+
+    path = tmp_path / "natten_softcap.py"
+    path.write_text(
+        "from attn_gym.masks import generate_natten\n"
+        "from attn_gym.mods import generate_tanh_softcap\n"
+        "from cubridge.attention import HeadConfig\n"
+        "CONFIGS = [HeadConfig('small', 4, 2, 64)]\n"
+        "SEQ_LENS = [128]\n"
+        "mask_mod = generate_natten(16, 8, 5, 3)\n"
+        "score_mod = generate_tanh_softcap(20)\n")
+    spec = load(path)
+    assert spec.extra.get("reference_from_mods") and spec.name == "natten_softcap"
+    summary = check_spec(spec)  # raises SpecError on a failure
+    assert summary.reference_calls > 0 and summary.mods_max_error is not None
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 128, 64, generator=g, dtype=torch.float64) for _ in range(3))
+    out, lse = spec.reference(q, k, v)
+    mask = _per_element(masks.generate_natten(16, 8, 5, 3), 128, 128)
+    from attn_gym.mods import generate_tanh_softcap
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    block_mask = create_block_mask(masks.generate_natten(16, 8, 5, 3), None, None, 128, 128,
+                                   device="cpu")
+    want = flex_attention(q, k, v, score_mod=generate_tanh_softcap(20), block_mask=block_mask)
+    assert mask.sum() > 0 and torch.allclose(out, want, atol=1e-6) and lse.shape == (1, 4, 128)
+    route = choose_path(spec, get_kernel("fa_sm90"))
+    assert route.path == "rules", route.reason
+
+    empty = tmp_path / "nothing.py"
+    empty.write_text("SEQ_LENS = [128]\n")
+    with pytest.raises(SpecError, match="nor mask_mod / score_mod"):
+        load(empty)
