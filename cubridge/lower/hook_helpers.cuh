@@ -54,7 +54,10 @@ CUBRIDGE_HD float fast_exp(float x) { return __expf(x); }
 CUBRIDGE_HD float fast_exp2(float x) { return exp2f(x); }
 CUBRIDGE_HD float fast_log(float x) { return __logf(x); }
 CUBRIDGE_HD float fast_div(float a, float b) { return __fdividef(a, b); }
-CUBRIDGE_HD float fast_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+// sigmoid(x) = (1 + tanh(x / 2)) / 2: one SFU op and two FP ops, where 1 / (1 + e^-x)
+// takes two SFU ops and three FP ops (fa_sm90 sigmoid attention: +9-16%,
+// bench/results/fa_sm90-ab-2026-11-24-sigmoid/).
+CUBRIDGE_HD float fast_sigmoid(float x) { return fmaf(0.5f, fast_tanh(0.5f * x), 0.5f); }
 #else
 CUBRIDGE_HD float fast_tanh(float x) { return tanhf(x); }
 CUBRIDGE_HD float fast_exp(float x) { return expf(x); }
