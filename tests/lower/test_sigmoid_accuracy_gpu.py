@@ -1,0 +1,64 @@
+"""The device sigmoid of generated hooks (detail::fast_sigmoid, used by the
+sigmoid normaliser and by torch.sigmoid in score mods), measured on the GPU
+against float64 over x in [-30, 30]: bf16 builds use (1 + tanh.approx(x/2)) / 2,
+whose error must stay of the order of the bf16 rounding P gets anyway; fp16
+builds keep 1 / (1 + e^-x). A GPU whose tanh.approx is coarser fails here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cubridge.kernels as kernels
+import cubridge.lower.hook_header as hook_header
+
+pytestmark = pytest.mark.gpu
+
+PROBE = r"""
+#include <cstdio>
+#include <cmath>
+#include "hook_types.cuh"
+#include "hook_helpers.cuh"
+__global__ void eval(float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = detail::fast_sigmoid(-30.0f + 60.0f * i / (n - 1));
+}
+int main() {
+  const int n = 6000001;
+  float* y;
+  cudaMallocManaged(&y, n * sizeof(float));
+  eval<<<(n + 255) / 256, 256>>>(y, n);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+  double worst_abs = 0, worst_rel = 0;  // rel: where sigmoid > 1e-3
+  for (int i = 0; i < n; ++i) {
+    const double x = (double)(-30.0f + 60.0f * i / (n - 1));
+    const double t = 1.0 / (1.0 + exp(-x));
+    worst_abs = fmax(worst_abs, fabs(y[i] - t));
+    if (t > 1e-3) worst_rel = fmax(worst_rel, fabs(y[i] - t) / t);
+  }
+  printf("%.6e %.6e\n", worst_abs, worst_rel);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("dtype,abs_bound,rel_bound", [("bf16", 1e-5, 5e-3), ("fp16", 1e-6, 1e-5)])
+def test_device_sigmoid_error(tmp_path, dtype, abs_bound, rel_bound):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    src = tmp_path / "probe.cu"
+    src.write_text(PROBE)
+    exe = tmp_path / "probe"
+    helpers = Path(hook_header.__file__).with_name("hook_helpers.cuh")
+    types = Path(kernels.__file__).parent / "common" / "hook_types.cuh"
+    flags = ["-DCUBRIDGE_DTYPE_FP16"] if dtype == "fp16" else []
+    subprocess.run([nvcc, "-O3", "-arch=native", *flags, f"-I{helpers.parent}",
+                    f"-I{types.parent}", str(src), "-o", str(exe)],
+                   check=True, capture_output=True, text=True)
+    worst_abs, worst_rel = (float(x) for x in subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.split())
+    assert worst_abs <= abs_bound and worst_rel <= rel_bound, (dtype, worst_abs, worst_rel)
