@@ -54,17 +54,12 @@ CUBRIDGE_HD float fast_exp(float x) { return __expf(x); }
 CUBRIDGE_HD float fast_exp2(float x) { return exp2f(x); }
 CUBRIDGE_HD float fast_log(float x) { return __logf(x); }
 CUBRIDGE_HD float fast_div(float a, float b) { return __fdividef(a, b); }
-// bf16 builds: sigmoid(x) = (1 + tanh(x / 2)) / 2, one SFU op and two FP ops where
-// 1 / (1 + e^-x) takes two SFU ops and three FP ops (fa_sm90 sigmoid attention
-// +9-16%: bench/results/fa_sm90-ab-2026-11-24-sigmoid/). Its error (at most 4e-6
-// absolute on the H100, tests/lower/test_sigmoid_accuracy_gpu.py; relative 3e-3
-// where sigmoid is near 1e-3) is of the order of the bf16 rounding P gets anyway
-// (2^-9); fp16 keeps P to 2^-11, so fp16 builds keep the exact form.
-#if defined(CUBRIDGE_DTYPE_FP16)
+// 1 / (1 + e^-x): accurate relative to the result down to tiny values, which a
+// sigmoid attention row of very negative scores consists of. (1 + tanh.approx(x/2))
+// / 2 takes one SFU op instead of two and was 9-17% faster on fa_sm90, but its
+// absolute error (4e-6) failed verification on such rows:
+// bench/results/fa_sm90-ab-2026-11-24-sigmoid/.
 CUBRIDGE_HD float fast_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
-#else
-CUBRIDGE_HD float fast_sigmoid(float x) { return fmaf(0.5f, fast_tanh(0.5f * x), 0.5f); }
-#endif
 #else
 CUBRIDGE_HD float fast_tanh(float x) { return tanhf(x); }
 CUBRIDGE_HD float fast_exp(float x) { return expf(x); }

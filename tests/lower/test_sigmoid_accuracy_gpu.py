@@ -1,8 +1,10 @@
 """The device sigmoid of generated hooks (detail::fast_sigmoid, used by the
 sigmoid normaliser and by torch.sigmoid in score mods), measured on the GPU
-against float64 over x in [-30, 30]: bf16 builds use (1 + tanh.approx(x/2)) / 2,
-whose error must stay of the order of the bf16 rounding P gets anyway; fp16
-builds keep 1 / (1 + e^-x). A GPU whose tanh.approx is coarser fails here."""
+against float64 over x in [-30, 30], in bf16 and fp16 builds: its error must be
+small relative to the result everywhere, down to sigmoid(-30) ~ 1e-13. A sigmoid
+attention row of very negative scores is all tiny weights, and the verifier
+judges such an output relative to its own size (the one-SFU-op tanh form, 4e-6
+absolute, failed there: bench/results/fa_sm90-ab-2026-11-24-sigmoid/)."""
 
 from __future__ import annotations
 
@@ -32,12 +34,12 @@ int main() {
   cudaMallocManaged(&y, n * sizeof(float));
   eval<<<(n + 255) / 256, 256>>>(y, n);
   if (cudaDeviceSynchronize() != cudaSuccess) return 1;
-  double worst_abs = 0, worst_rel = 0;  // rel: where sigmoid > 1e-3
+  double worst_abs = 0, worst_rel = 0;
   for (int i = 0; i < n; ++i) {
     const double x = (double)(-30.0f + 60.0f * i / (n - 1));
     const double t = 1.0 / (1.0 + exp(-x));
     worst_abs = fmax(worst_abs, fabs(y[i] - t));
-    if (t > 1e-3) worst_rel = fmax(worst_rel, fabs(y[i] - t) / t);
+    worst_rel = fmax(worst_rel, fabs(y[i] - t) / t);
   }
   printf("%.6e %.6e\n", worst_abs, worst_rel);
   return 0;
@@ -45,8 +47,8 @@ int main() {
 """
 
 
-@pytest.mark.parametrize("dtype,abs_bound,rel_bound", [("bf16", 1e-5, 5e-3), ("fp16", 1e-6, 1e-5)])
-def test_device_sigmoid_error(tmp_path, dtype, abs_bound, rel_bound):
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_device_sigmoid_error_is_small_relative_to_the_result(tmp_path, dtype):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found")
@@ -61,4 +63,4 @@ def test_device_sigmoid_error(tmp_path, dtype, abs_bound, rel_bound):
                    check=True, capture_output=True, text=True)
     worst_abs, worst_rel = (float(x) for x in subprocess.run(
         [str(exe)], check=True, capture_output=True, text=True).stdout.split())
-    assert worst_abs <= abs_bound and worst_rel <= rel_bound, (dtype, worst_abs, worst_rel)
+    assert worst_abs <= 1e-6 and worst_rel <= 1e-5, (dtype, worst_abs, worst_rel)
