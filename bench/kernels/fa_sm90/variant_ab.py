@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--seq-lens", default="4096")
     ap.add_argument("--configs", default="llama2_7b")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
@@ -75,7 +76,8 @@ def main() -> None:
         v.prepare("cuda")
 
     config = BenchConfig(seq_lens=[int(s) for s in args.seq_lens.split(",")],
-                         configs=args.configs.split(","))
+                         configs=args.configs.split(","),
+                         dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16)
     timer = do_bench_timer(TimingSettings())
     results = []
     for spec in specs:
