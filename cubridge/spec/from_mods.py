@@ -22,7 +22,7 @@ from cubridge.attention import HeadConfig, Shape
 from cubridge.spec.errors import SpecError, location_of
 from cubridge.spec.loader import DEFAULT_CONFIGS, NORMALIZERS, parse_dtype
 from cubridge.spec.model import Normalizer, Spec
-from cubridge.spec.mods import mods_attention
+from cubridge.spec.mods import mods_reference
 from cubridge.spec.tolerances import DEFAULT_TOLERANCES
 
 DEFAULT_SEQ_LENS = (1024, 2048)
@@ -77,14 +77,7 @@ def from_mods(score_mod: Callable[..., torch.Tensor] | None = None,
     holder: dict[str, Spec] = {}
     given_mods = [n for n, f in (("score_mod", score_mod), ("mask_mod", mask_mod)) if f]
 
-    def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **given: torch.Tensor
-                  ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """The mods' attention in float64 (the reference of a spec made from mods)."""
-        out, lse = mods_attention(holder["spec"], q.double(), k.double(), v.double(), given,
-                                  scale)
-        if lse is None:
-            return out.to(q.dtype)
-        return out.to(q.dtype), lse if q.dtype == torch.float64 else lse.float()
+    reference = mods_reference(holder)
 
     def make_aux(shape: Shape, generator: torch.Generator, device: torch.device
                  ) -> dict[str, torch.Tensor]:

@@ -21,7 +21,7 @@ from cubridge.spec.check import MODS_AGREEMENT
 from cubridge.spec.errors import SpecError, describe_exception, location_in_traceback, location_of
 from cubridge.spec.inputs import make_inputs
 from cubridge.spec.model import Spec, Tolerance
-from cubridge.spec.mods import aux_parameters, mods_attention
+from cubridge.spec.mods import aux_parameters, mods_attention, mods_reference
 from cubridge.spec.reference import call_reference
 from cubridge.spec.shapes import smoke_shape, validate_dim
 from cubridge.spec.tolerances import DEFAULT_TOLERANCES
@@ -246,7 +246,7 @@ def load(path: str | Path) -> Spec:
                                      f.where("reference"), var_kw_ok=True,
                                      extra_positional_ok=True)
     elif f.get("mask_mod") is not None or f.get("score_mod") is not None:
-        reference = _mods_reference(holder)
+        reference = mods_reference(holder)
     else:
         raise SpecError("no `reference(q, k, v, **aux)` function defined (nor mask_mod / "
                         "score_mod, whose attention would then be the reference)", str(f.path))
@@ -296,21 +296,6 @@ def load(path: str | Path) -> Spec:
     )
     holder["spec"] = spec
     return _smoke(spec, f)
-
-
-def _mods_reference(holder: Mapping[str, Spec]) -> Callable[..., object]:
-    """The reference of a spec file that defines mods and no reference: the
-    mods' own attention in float64 (as cubridge.spec.from_mods builds it)."""
-
-    def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **aux: torch.Tensor
-                  ) -> object:
-        spec = holder["spec"]
-        out, lse = mods_attention(spec, q.double(), k.double(), v.double(), aux, spec.scale)
-        if lse is None:
-            return out.to(q.dtype)
-        return out.to(q.dtype), lse if q.dtype == torch.float64 else lse.float()
-
-    return reference
 
 
 def _smoke(spec: Spec, f: _SpecFile) -> Spec:

@@ -146,3 +146,19 @@ def mods_attention(
         return p @ v, lse
     act = torch.sigmoid(scores) if spec.normalizer == "sigmoid" else torch.relu(scores)
     return act.masked_fill(~allowed, 0.0) @ v, None
+
+
+def mods_reference(holder: Mapping[str, Spec]) -> Callable[..., object]:
+    """A reference computed from the mods of `holder["spec"]` (set once the spec
+    exists): their attention in float64, returned in the inputs' dtype. The
+    reference of specs made from mods alone (from_mods, spec files without one)."""
+
+    def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **aux: torch.Tensor
+                  ) -> object:
+        spec = holder["spec"]
+        out, lse = mods_attention(spec, q.double(), k.double(), v.double(), aux, spec.scale)
+        if lse is None:
+            return out.to(q.dtype)
+        return out.to(q.dtype), lse if q.dtype == torch.float64 else lse.float()
+
+    return reference
