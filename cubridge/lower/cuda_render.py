@@ -214,18 +214,20 @@ def render_interval(node: Node, slots: Mapping[str, int],
     return interval.render(node, interval_lang(slots, aux_dtypes))
 
 
-# Integer intervals (detail::IvI): positions below POSITION_LIMIT (block_kind
-# checks q and k at run time), every bound below BOUND_LIMIT in magnitude.
-POSITION_LIMIT = 2**24  # detail::ivi_in_range
+# Integer intervals (detail::IvI): positions and 0-d integer aux scalars below
+# POSITION_LIMIT (block_kind checks them at run time), every bound below
+# BOUND_LIMIT in magnitude.
+POSITION_LIMIT = 2**24  # detail::ivi_in_range, detail::ivi_scalar_in_range
 BOUND_LIMIT = 2**30
 _INT_IV_COMPARE = {"lt", "le", "gt", "ge", "eq", "ne", "not", "and", "or", "xor"}
 
 
 def int_interval_bound(node: Node) -> int | None:
-    """Largest magnitude of any interval bound of `node` over positions below
-    POSITION_LIMIT, or None when the integer interval form does not apply
-    (floats, aux reads, division by a non-constant, a bound past BOUND_LIMIT).
-    Where it applies, the double rules are exact, so both forms agree."""
+    """Largest magnitude of any interval bound of `node` over positions and 0-d
+    integer aux scalars below POSITION_LIMIT, or None when the integer interval
+    form does not apply (floats, aux reads other than such scalars, division by
+    a non-constant, a bound past BOUND_LIMIT). Where it applies, the double
+    rules are exact, so both forms agree."""
     memo: dict[Node, int | None] = {}
 
     def rule(n: Node) -> int | None:
@@ -235,6 +237,8 @@ def int_interval_bound(node: Node) -> int | None:
             return abs(int(n.arg))  # type: ignore[call-overload]
         if n.op == "var":
             return POSITION_LIMIT if n.arg in ("b", "h", "q", "k") else None
+        if _int_scalar(n):
+            return 1 if n.dtype == DType.BOOL else POSITION_LIMIT
         bounds = [go(a) for a in n.args]
         if not bounds or None in bounds:
             return None  # aux reads and sizes, or an argument out of reach
@@ -269,13 +273,27 @@ def int_interval_bound(node: Node) -> int | None:
     return go(node)
 
 
+def _int_scalar(n: Node) -> bool:
+    """A read of a 0-d integer (or bool) aux tensor: one value per launch."""
+    return n.op == "aux_load" and not n.args and n.dtype in (DType.INT, DType.BOOL)
+
+
+def int_interval_scalars(node: Node) -> list[str]:
+    """The 0-d integer aux tensors the integer interval form of `node` reads,
+    in first-use order (block_kind loads each once into `ivi_aux_<name>`)."""
+    return list(dict.fromkeys(str(n.arg) for n in node.walk() if _int_scalar(n)))
+
+
 def int_interval_lang() -> interval.IntervalLang:
     """C++ spelling of integer interval code (detail::ivi_*); q and k are the
-    locals `ivi_q`, `ivi_k`. Only for masks int_interval_bound accepts."""
+    locals `ivi_q`, `ivi_k`, a 0-d aux scalar the local `ivi_aux_<name>` (int64_t,
+    checked in range). Only for masks int_interval_bound accepts."""
 
     def leaf(n: Node) -> str:
         if n.op == "const":
             return f"detail::ivi_point({c_literal(int(n.arg), DType.INT)})"  # type: ignore[call-overload]
+        if _int_scalar(n):
+            return f"detail::ivi_point(static_cast<int>(ivi_aux_{n.arg}))"
         return {"b": "detail::ivi_point(b)", "h": "detail::ivi_point(h)", "q": "ivi_q",
                 "k": "ivi_k"}[n.arg]  # type: ignore[index]
 

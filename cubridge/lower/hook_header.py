@@ -16,7 +16,8 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
-from cubridge.lower.cuda_render import render_body, render_int_interval, render_interval
+from cubridge.lower.cuda_render import (AUX_C_TYPES, int_interval_scalars, render_body,
+                                       render_int_interval, render_interval)
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
@@ -130,18 +131,33 @@ def _block_kind_body(plan: HookPlan, slots: dict[str, int],
     if plan.classification == "interval":
         assert plan.mask is not None
         ivi = render_int_interval(plan.mask.node)
-        if ivi is not None:
+        iv = render_interval(plan.mask.node, slots, dtypes)
+        double_form = ("  const detail::Iv iv_q = detail::iv_span(q_start, q_last);\n"
+                       "  const detail::Iv iv_k = detail::iv_span(k_start, k_last);\n"
+                       f"  return detail::iv_kind({iv});")
+        if ivi is None:
+            return f"{_unused('b', 'h')}\n{_CLAMP}\n{double_form}"
+        int_form = ("const detail::IvI ivi_q = detail::ivi_span(q_start, q_last);\n"
+                    "  const detail::IvI ivi_k = detail::ivi_span(k_start, k_last);\n"
+                    f"  return detail::ivi_kind({ivi});")
+        scalars = int_interval_scalars(plan.mask.node)
+        if not scalars:
             return (f"{_unused('b', 'h')}\n{_CLAMP}\n"
                     "  // integer intervals: exact below 2^24 positions; past that, unknown\n"
                     "  if (!detail::ivi_in_range(q_last, k_last)) return BlockKind::Partial;\n"
-                    "  const detail::IvI ivi_q = detail::ivi_span(q_start, q_last);\n"
-                    "  const detail::IvI ivi_k = detail::ivi_span(k_start, k_last);\n"
-                    f"  return detail::ivi_kind({ivi});")
-        iv = render_interval(plan.mask.node, slots, dtypes)
-        return (f"{_unused('b', 'h')}\n{_CLAMP}\n"
-                "  const detail::Iv iv_q = detail::iv_span(q_start, q_last);\n"
-                "  const detail::Iv iv_k = detail::iv_span(k_start, k_last);\n"
-                f"  return detail::iv_kind({iv});")
+                    f"  {int_form}")
+        # 0-d integer aux scalars: read once; integer rules while they are in
+        # range, else the (exact, slower) double rules
+        loads = "".join(f"  const int64_t ivi_aux_{n} = static_cast<int64_t>(cubridge::aux_load<"
+                        f"{AUX_C_TYPES[dtypes[n]]}>(aux, {slots[n]}, 0));\n" for n in scalars)
+        checks = " && ".join(["detail::ivi_in_range(q_last, k_last)"]
+                             + [f"detail::ivi_scalar_in_range(ivi_aux_{n})" for n in scalars])
+        return (f"{_unused('b', 'h')}\n{_CLAMP}\n{loads}"
+                "  // integer intervals: exact below 2^24 positions and scalars\n"
+                f"  if ({checks}) {{\n"
+                f"    {int_form.replace(chr(10) + '  ', chr(10) + '    ')}\n"
+                "  }\n"
+                f"{double_form}")
     bi = "b" if plan.table_depends_on_b else "0"
     hi = "h" if plan.table_depends_on_h else "0"
     return f"""{_unused('b', 'h')}

@@ -164,12 +164,15 @@ CUBRIDGE_HD cubridge::BlockKind iv_kind(Iv mask) {
 }
 
 // ---- integer intervals ---------------------------------------------------
-// The same rules on int bounds, for masks of integers and bools only (no aux
-// reads, no floats) whose every bound stays below 2^30 in magnitude when
-// positions are below 2^24 (cubridge.lower.cuda_render checks that when it
-// picks this form; block_kind checks the positions at run time). There the
-// double rules above are exact, so both classify every tile identically;
-// these take a few integer ops instead of double conversions and NaN checks.
+// The same rules on int bounds, for masks of integers and bools only (no
+// floats; aux reads only of 0-d integer scalars) whose every bound stays below
+// 2^30 in magnitude when positions and scalars are below 2^24
+// (cubridge.lower.cuda_render checks that when it picks this form; block_kind
+// checks positions and scalars at run time). There the double rules above are
+// exact, so both classify every tile identically; these take a few integer ops
+// instead of double conversions and NaN checks. That matters: the producer
+// classifies every block, and in doubles it fell behind the consumers
+// (prefix_lm 474 -> 528 TFLOP/s, bench/results/fa_sm90-ab-2026-11-24-ivi/).
 struct IvI {
   int lo;
   int hi;
@@ -179,6 +182,8 @@ struct IvI {
 CUBRIDGE_HD bool ivi_in_range(int q_last, int k_last) {
   return q_last < (1 << 24) && k_last < (1 << 24);
 }
+// Whether a 0-d aux scalar the mask reads is in IvI's range (|v| below 2^24).
+CUBRIDGE_HD bool ivi_scalar_in_range(int64_t v) { return v > -(1 << 24) && v < (1 << 24); }
 
 CUBRIDGE_HD IvI ivi_point(int v) { return IvI{v, v}; }
 CUBRIDGE_HD IvI ivi_span(int lo, int hi) { return IvI{lo, hi}; }

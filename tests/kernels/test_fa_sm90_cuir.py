@@ -121,10 +121,26 @@ def test_section_is_the_launchers():
                                                     masked=causal)
 
 
+def test_key_walk_skips_blocks_empty_for_every_consumer():
+    # a 128-row query block whose rows each see keys up to 16 past themselves:
+    # with 64-key blocks rows 0..63 see blocks 0-1, rows 64..127 blocks 1-2; the
+    # blocks from 3 on are EMPTY for both and never visited
+    kernel = _bind(FaSm90(block_n=64), 1, 1, 1, 128, 512)
+    kernel.kv_block_range = lambda b, h, q_start, q_end: (0, 8)
+    kernel.block_kind = lambda b, h, q0, q1, k0, k1: (
+        BlockKind.EMPTY if k0 > q1 - 1 + 16 or k1 - 1 < q0 else BlockKind.PARTIAL)
+    assert [(n, kinds) for n, kinds in kernel.key_walk(0, 0, 0)] == [
+        (2, [BlockKind.EMPTY, BlockKind.PARTIAL]), (1, [BlockKind.PARTIAL, BlockKind.PARTIAL]),
+        (0, [BlockKind.PARTIAL, BlockKind.EMPTY])]
+
+
 def test_key_walk_runs_from_the_diagonal_down_and_skips_empty_blocks():
     kernel = _bind(FaSm90(causal=True, block_n=64), 1, 1, 1, 512, 512)
     assert [n for n, _ in kernel.key_walk(0, 0, 2)] == [5, 4, 3, 2, 1, 0]
-    assert kernel.key_walk(0, 0, 2)[0][1] is BlockKind.PARTIAL
+    # each block with its kind for each consumer's 64 rows: block 5 (keys 320..383)
+    # is EMPTY for rows 256..319 and PARTIAL for rows 320..383
+    assert kernel.key_walk(0, 0, 2)[0][1] == [BlockKind.EMPTY, BlockKind.PARTIAL]
+    assert kernel.key_walk(0, 0, 2)[-1][1] == [BlockKind.FULL, BlockKind.FULL]
     # per consumer (the producer classifies, the consumer masks by it): block 5 is
     # EMPTY for consumer 0's rows 256..319 (keys 320..383)
     def consumer_view(row0, n):

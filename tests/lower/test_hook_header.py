@@ -76,18 +76,24 @@ def test_generation_is_deterministic():
 
 
 def test_integer_intervals_where_they_are_exact():
-    """Masks of integers and bools classify with detail::ivi_*; floats, aux reads
-    and bounds past 2^30 keep the double rules (the twin test in
-    test_hooks_compiled checks both forms against the Python intervals)."""
+    """Masks of integers, bools and 0-d integer aux scalars classify with
+    detail::ivi_*; floats, other aux reads and bounds past 2^30 keep the double
+    rules (the twin test in test_hooks_compiled checks both forms against the
+    Python intervals)."""
     for name in ("causal", "sliding_window_1024", "global_sliding_window", "dilated_window",
                  "causal_blockwise", "kitchen_sink"):
         text = generate_header(plan_hooks(VARIANTS[name])).text
         body = text[text.index("BlockKind block_kind("):text.index("KvRange kv_block_range(")]
         assert "detail::ivi_kind(" in body and "detail::iv_kind(" not in body, name
         assert "if (!detail::ivi_in_range(q_last, k_last)) return BlockKind::Partial;" in body
-    text = generate_header(plan_hooks(VARIANTS["prefix_lm"])).text  # reads a 0-d aux scalar
+    # a 0-d aux scalar: read once, integer rules while it is in range, else doubles
+    text = generate_header(plan_hooks(VARIANTS["prefix_lm"])).text
     body = text[text.index("BlockKind block_kind("):text.index("KvRange kv_block_range(")]
-    assert "detail::iv_kind(" in body and "ivi_" not in body
+    assert body.count("aux_load<int64_t>(aux, 0, 0)") == 2  # the int form's and the fallback's
+    assert ("if (detail::ivi_in_range(q_last, k_last) && "
+            "detail::ivi_scalar_in_range(ivi_aux_prefix_len)) {") in body
+    assert "detail::ivi_point(static_cast<int>(ivi_aux_prefix_len))" in body
+    assert body.index("detail::ivi_kind(") < body.index("detail::iv_kind(")
 
     def bound(mask, aux=None):
         return int_interval_bound(plan_hooks(make_spec("m", mask), aux).mask.node)
@@ -99,6 +105,11 @@ def test_integer_intervals_where_they_are_exact():
     assert bound(lambda b, h, q, k: (q - k) * 0.5 < 3.0) is None  # floats
     doc = torch.zeros(1, 8, dtype=torch.int32)
     assert bound(lambda b, h, q, k, *, doc: doc[b, q] == doc[b, k], {"doc": doc}) is None
+    n = torch.tensor(5)
+    assert bound(lambda b, h, q, k, *, n: (k < n) | (q >= k), {"n": n}) == 1
+    assert bound(lambda b, h, q, k, *, n: q - k < n * 64, {"n": n}) is None  # 2^30
+    x = torch.tensor(0.5)
+    assert bound(lambda b, h, q, k, *, x: q - k < x, {"x": x}) is None  # a float scalar
 
 
 def test_score_mod_aux_reads_assume_and_get_a_contiguous_last_dim():

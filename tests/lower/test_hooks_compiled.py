@@ -41,7 +41,7 @@ ODD = (96, 80)  # another tiling: classification must stay conservative
 EXACT = {"full", "causal", "sliding_window_1024", "global_sliding_window", "prefix_lm",
          "document_causal", "share_question", "causal_blockwise", "alibi_causal",
          "softcap_causal", "relative_position", "relu_causal", "sigmoid_causal",
-         "comb_prefix_softcap_sigmoid"}
+         "comb_prefix_softcap_sigmoid", "prefix_past_int_range"}
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
 # our own variant mods, and the example specs of the spec library where present
 ALL_SPECS = dict(VARIANTS)

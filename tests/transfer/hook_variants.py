@@ -32,6 +32,12 @@ def prefix_lm(b, h, q, k, *, prefix_len):
     return (q >= k) | (k < prefix_len)
 
 
+def prefix_past_int_range(b, h, q, k, *, far_prefix):
+    # far_prefix is 2^25 + S/4: past the integer interval range, so the header's
+    # block_kind takes its double rules at run time (same mask as prefix_lm)
+    return (q >= k) | (k < far_prefix - 2**25)
+
+
 def document_causal(b, h, q, k, *, doc_id):
     return (q >= k) & (doc_id[b, q] == doc_id[b, k])
 
@@ -102,6 +108,7 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[st
         seg[:, pos] = 1 + (pos - q_len) // a_len
     aux = {
         "prefix_len": torch.tensor(s // 4, dtype=torch.int64),
+        "far_prefix": torch.tensor(2**25 + s // 4, dtype=torch.int64),
         "doc_id": doc,
         "segment": seg,
         "slope": torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq),
@@ -168,6 +175,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("sliding_window_1024", sliding_window),
         make_spec("global_sliding_window", global_sliding_window),
         make_spec("prefix_lm", prefix_lm),
+        make_spec("prefix_past_int_range", prefix_past_int_range),
         make_spec("document_causal", document_causal),
         make_spec("share_question", share_question),
         make_spec("causal_blockwise", causal_blockwise),

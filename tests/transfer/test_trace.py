@@ -27,6 +27,7 @@ def _aux():
     g = torch.Generator().manual_seed(3)
     return {
         "prefix_len": torch.tensor(11),
+        "far_prefix": torch.tensor(2**25 + 11),
         "doc_id": torch.randint(0, 3, (B, max(SQ, SK)), generator=g).sort(dim=1).values,
         "segment": torch.randint(0, 4, (B, max(SQ, SK)), generator=g, dtype=torch.int32),
         "slope": torch.rand(H, generator=g),

@@ -6,7 +6,9 @@ output verified before it is timed, the headers interleaved for `--rounds`.
     python bench/kernels/fa_sm90/variant_ab.py prefix_lm comb_prefix_softcap_sigmoid \\
         --header old=.ab/old --header new=.ab/new --seq-lens 2048,4096 --out DIR
 
-A header argument is LABEL=FOLDER holding <variant>.cuh for every variant named.
+A header argument is LABEL=FOLDER holding <variant>.cuh for every variant named;
+a FOLDER that also holds fa_sm90.cu compiles that kernel source instead of the
+library's (an A/B of a kernel edit: put the other side's source there).
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ def main() -> None:
         base = generate_header(route.plan)
         for label, folder in args.header:
             text = (folder / f"{spec.name}.cuh").read_text()
-            variants[spec.name, label] = rules_variant(spec, lib,
-                                                       dataclasses.replace(base, text=text))
+            variant = rules_variant(spec, lib, dataclasses.replace(base, text=text))
+            if (folder / "fa_sm90.cu").exists():
+                variant = CompiledVariant(spec, lib, variant.builds, hooks=variant.hooks,
+                                          source=(folder / "fa_sm90.cu").read_text())
+            variants[spec.name, label] = variant
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(lambda v: v.compile(arch), variants.values()))
     for v in variants.values():

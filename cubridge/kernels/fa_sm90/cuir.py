@@ -9,8 +9,8 @@ last-first inside a section. A CTA has 1 + block_m / 64 warpgroups:
 - producer (warpgroup 0; one warp in the CUDA, lane 0 issuing): per tile,
   whether it visits any key block and Q into Q buffer iter % 2 (q_full /
   q_empty), then for each visited key block (kv_block_range walked from hi - 1
-  down to lo, blocks EMPTY for the CTA's rows skipped) its BlockInfo (index,
-  last-of-tile flag, kind for each consumer's 64 rows) with K, then V, into the
+  down to lo, blocks EMPTY for every consumer's 64 rows skipped) its BlockInfo
+  (index, last-of-tile flag, kind for each consumer's rows) with K, then V, into the
   ring of `stages` slots (k_full / k_empty, v_full / v_empty). The producer
   evaluates every block hook; the consumers read its classification;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
@@ -163,10 +163,21 @@ class FaSm90(AttentionKernelBase):
         bh = bh0 + (r - mi * sec_size)
         return bh // self.heads_q, bh % self.heads_q, m_blocks - 1 - mi
 
-    def key_walk(self, b: int, h: int, m_block: int) -> list[tuple[int, BlockKind]]:
-        """The key blocks a tile visits, from hi - 1 down to lo (EMPTY skipped)."""
+    def key_walk(self, b: int, h: int, m_block: int) -> list[tuple[int, list[BlockKind]]]:
+        """The key blocks a tile visits, from hi - 1 down to lo, each with its kind
+        for every consumer's rows; blocks EMPTY for every consumer are skipped
+        (the producer classifies per consumer only, as the CUDA's KeyWalk)."""
         q_start = m_block * self.block_m
-        return self.kv_blocks(b, h, q_start, q_start + self.block_m)[::-1]
+        q_end = min(q_start + self.block_m, self.seqlen_q)
+        lo, hi = self.kv_block_range(b, h, q_start, q_end)
+        lo, hi = max(int(lo), 0), min(int(hi), -(-self.seqlen_k // self.block_n))
+        out = []
+        for n in range(hi - 1, lo - 1, -1):
+            kinds = [self.consumer_kind(b, h, q_start + ROWS_PER_CONSUMER * c, n)
+                     for c in range(self.consumers)]
+            if any(k is not BlockKind.EMPTY for k in kinds):
+                out.append((n, kinds))
+        return out
 
     def consumer_kind(self, b: int, h: int, row0: int, n: int) -> BlockKind:
         """Key block n's kind for the 64 rows from row0 (EMPTY past Sq), as the
@@ -228,12 +239,11 @@ class FaSm90(AttentionKernelBase):
         bn = self.block_n
         slot = PipelineState(self.stages, phase=1)  # fresh empty barriers: the first pass is free
 
-        def load_kv(b: int, h: int, m_block: int, n: int, last: bool) -> None:
+        def load_kv(b: int, h: int, n: int, kinds: list[BlockKind], last: bool) -> None:
             i = slot.index
-            kinds = [int(self.consumer_kind(b, h, m_block * self.block_m + ROWS_PER_CONSUMER * c,
-                                            n)) for c in range(self.consumers)]
             self.k_empty[i].wait(slot.phase)
-            self.store(self.info_s[i], torch.tensor([n, int(last), *kinds], dtype=torch.int32))
+            self.store(self.info_s[i], torch.tensor([n, int(last), *map(int, kinds)],
+                                                    dtype=torch.int32))
             self.k_full[i].arrive_expect_tx(self.k_s[i].nbytes)
             h_kv = self.kv_head(h)
             self.copy_async(self.k_s[i], self.k.tile(b, h_kv, start=n * bn, rows=bn),
@@ -254,8 +264,8 @@ class FaSm90(AttentionKernelBase):
             self.copy_async(self.q_s[qb],
                             self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
                             self.q_full[qb])
-            for j, (n, _kind) in enumerate(walk):
-                load_kv(b, h, m_block, n, j == len(walk) - 1)
+            for j, (n, kinds) in enumerate(walk):
+                load_kv(b, h, n, kinds, j == len(walk) - 1)
 
     # -- consumer warpgroups ----------------------------------------------------------------
 

@@ -222,7 +222,10 @@ __device__ __forceinline__ Tile tile_at(int t, const Sm90Params& P) {
 }
 
 // The key blocks a tile visits: [lo, hi) walked from hi - 1 down (partial blocks
-// on the diagonal first), EMPTY ones skipped. Walked by the producer alone.
+// on the diagonal first), skipping those EMPTY for every consumer's rows. Walked
+// by the producer alone, which classifies each block once per consumer and no
+// more: the classification is its critical path when it reads tables or takes
+// the double interval rules.
 struct KeyWalk {
   int lo, n;  // next block to consider is n - 1
   int b, h, q_start, q_end;
@@ -238,12 +241,22 @@ struct KeyWalk {
     lo = max(r.lo, 0);
     n = min(r.hi, num_kv_blocks);
   }
-  // The next live key block, or -1 when the walk is over.
-  __device__ __forceinline__ int next(const FwdParams& p) {
+  // The next live key block and its kind for each consumer's rows, or -1 when
+  // the walk is over.
+  __device__ __forceinline__ int next(const FwdParams& p, BlockKind (&kinds)[kConsumers]) {
     while (--n >= lo) {
-      const BlockKind kind = hooks::block_kind(b, h, q_start, q_end, n * kBlockN,
-                                               min((n + 1) * kBlockN, p.seqlen_k), p.aux);
-      if (kind != BlockKind::Empty) return n;
+      const int k_start = n * kBlockN;
+      const int k_end = min(k_start + kBlockN, p.seqlen_k);
+      bool live = false;
+#pragma unroll
+      for (int c = 0; c < kConsumers; ++c) {
+        const int row0 = q_start + c * kRowsPerConsumer;
+        const int row_end = min(row0 + kRowsPerConsumer, q_end);
+        kinds[c] = row0 < row_end ? hooks::block_kind(b, h, row0, row_end, k_start, k_end, p.aux)
+                                  : BlockKind::Empty;
+        live = live || kinds[c] != BlockKind::Empty;
+      }
+      if (live) return n;
     }
     return -1;
   }
@@ -310,7 +323,8 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
     const Tile tile = tile_at(t, P);
     const int h_kv = tile.h / (p.heads_q / p.heads_k);
     KeyWalk walk(p, tile);
-    int n = walk.next(p);
+    BlockKind kinds[kConsumers];
+    int n = walk.next(p, kinds);
     const int qb = iter % kQBuffers;
     if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
     if (lane == 0) {
@@ -318,20 +332,11 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
     }
     while (n >= 0) {
-      // Classified while the ring slot may still be busy: table reads of
-      // data-dependent masks overlap the wait.
-      const int next = walk.next(p);
+      // The next block classified while the ring slot may still be busy: table
+      // reads of data-dependent masks overlap the wait.
+      BlockKind next_kinds[kConsumers];
+      const int next = walk.next(p, next_kinds);
       const int k_start = n * kBlockN;
-      const int k_end = min(k_start + kBlockN, p.seqlen_k);
-      BlockKind kinds[kConsumers];
-#pragma unroll
-      for (int c = 0; c < kConsumers; ++c) {
-        const int q_base = tile.m_block * kBlockM + c * kRowsPerConsumer;
-        const int q_end = min(q_base + kRowsPerConsumer, p.seqlen_q);
-        kinds[c] = q_base < q_end ? hooks::block_kind(tile.b, tile.h, q_base, q_end, k_start,
-                                                      k_end, p.aux)
-                                  : BlockKind::Empty;
-      }
       uint32_t staged[kKeyStaged > 0 ? kKeyStaged : 1][kBlockN / 32];
       if constexpr (kKeyStaged > 0) {
 #pragma unroll
@@ -364,6 +369,8 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       }
       slot.advance();
       n = next;
+#pragma unroll
+      for (int c = 0; c < kConsumers; ++c) kinds[c] = next_kinds[c];
     }
   }
 }
