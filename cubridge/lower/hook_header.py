@@ -115,6 +115,25 @@ def _unused(*names: str) -> str:
     return "  " + " ".join(f"(void){n};" for n in names)
 
 
+# The sigmoid normaliser's activation. In fp16 builds of kernels that divide O
+# back (CUBRIDGE_KERNEL_ACTIVATION_SCALE), it is 2^15 sigmoid: a row of very
+# negative scores has weights of 1e-8..1e-5, below fp16's smallest normal number
+# (6.1e-5), and rounding P there failed verification now and then
+# (bench/results/fa_sm90-ab-2026-11-24-sigmoid/: 33 of 2000 seeds, 0 scaled).
+_SCALED_SIGMOID = """\
+#if defined(CUBRIDGE_DTYPE_FP16) && defined(CUBRIDGE_KERNEL_ACTIVATION_SCALE)
+#define CUBRIDGE_HOOKS_ACTIVATION_SCALE 32768.0f  // the kernel divides O by it
+CUBRIDGE_HD float activation(float s) {
+  return detail::fast_sigmoid_2p15(s);
+}
+#else
+CUBRIDGE_HD float activation(float s) {
+  return detail::fast_sigmoid(s);
+}
+#endif
+"""
+
+
 # The in-bounds part of a tile; the kernel may pass tile ends past the sequence.
 _CLAMP = """\
   // in-bounds part of the tile (seqlen 0: the launcher left it unset, no clamp)
@@ -272,7 +291,10 @@ def generate_header(plan: HookPlan) -> HookHeader:
     parts += render_staged_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
-    parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))
+    if plan.normalizer == "sigmoid":
+        parts.append(_SCALED_SIGMOID)
+    else:
+        parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))
     parts.append(_function("block_kind", _block_kind_body(plan, slot_of, dtypes)))
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
     parts.append("}  // namespace cubridge_hooks\n")

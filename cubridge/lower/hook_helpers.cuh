@@ -60,6 +60,13 @@ CUBRIDGE_HD float fast_div(float a, float b) { return __fdividef(a, b); }
 // absolute error (4e-6) failed verification on such rows:
 // bench/results/fa_sm90-ab-2026-11-24-sigmoid/.
 CUBRIDGE_HD float fast_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+// 2^15 sigmoid(x) = 1 / (2^-15 + 2^(-x log2 e - 15)), as many instructions as
+// fast_sigmoid (the - 15 folds into the FFMA of the exponent).
+CUBRIDGE_HD float fast_sigmoid_2p15(float x) {
+  float e;  // ex2.approx as __expf uses it: one SFU op
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fmaf(x, -1.4426950408889634f, -15.0f)));
+  return __fdividef(1.0f, 3.0517578125e-05f + e);
+}
 #else
 CUBRIDGE_HD float fast_tanh(float x) { return tanhf(x); }
 CUBRIDGE_HD float fast_exp(float x) { return expf(x); }
@@ -67,6 +74,7 @@ CUBRIDGE_HD float fast_exp2(float x) { return exp2f(x); }
 CUBRIDGE_HD float fast_log(float x) { return logf(x); }
 CUBRIDGE_HD float fast_div(float a, float b) { return a / b; }
 CUBRIDGE_HD float fast_sigmoid(float x) { return sigmoid(x); }
+CUBRIDGE_HD float fast_sigmoid_2p15(float x) { return 32768.0f * sigmoid(x); }
 #endif
 
 // ---- intervals -----------------------------------------------------------

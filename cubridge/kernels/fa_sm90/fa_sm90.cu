@@ -34,6 +34,9 @@
 #include "hook_types.cuh"
 #include "sm90_primitives.cuh"
 #include "sm90_wgmma.cuh"
+// This kernel divides O by a header's CUBRIDGE_HOOKS_ACTIVATION_SCALE in its
+// epilogue, so a header may scale a bounded activation up (docs/hooks.md).
+#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1
 #include "cubridge_hooks.cuh"
 
 #ifndef CUBRIDGE_HEAD_DIM
@@ -126,6 +129,14 @@ constexpr int kRowStagedReads = 0;
 constexpr bool kMaskIndexOnly = true;
 #else
 constexpr bool kMaskIndexOnly = false;
+#endif
+// Headers that scale their elementwise activation up (fp16 sigmoid: weights kept
+// above fp16's subnormal range when P is rounded) say by how much; O is divided
+// back in the epilogue.
+#ifdef CUBRIDGE_HOOKS_ACTIVATION_SCALE
+constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;
+#else
+constexpr float kActivationScale = 1.f;
 #endif
 template <int kReads>
 struct StagedKeyRing {
@@ -707,7 +718,7 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
   named_barrier_sync(bar, 128);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float inv = 1.f;
+    float inv = 1.f / kActivationScale;  // (1 but for scaled elementwise activations)
     float lse = 0.f;
     if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
       const float sum = quad_sum(st.sum[half]);

@@ -1,0 +1,64 @@
+"""The sigmoid normaliser's fp16 activation scale: a generated sigmoid header
+defines CUBRIDGE_HOOKS_ACTIVATION_SCALE (2^15) and returns 2^15 sigmoid(x) only in
+fp16 builds of kernels that divide O back (CUBRIDGE_KERNEL_ACTIVATION_SCALE:
+fa_sm90); elsewhere it is the plain sigmoid."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import pytest
+from hook_variants import VARIANTS
+from host_harness import COMMON, compiler
+
+from cubridge.kernels import get_kernel
+from cubridge.lower.hook_header import generate_header
+from cubridge.transfer.hooks import plan_hooks
+
+PROGRAM = """#include <cstdio>
+#include "hook_types.cuh"
+#include "cubridge_hooks.cuh"
+int main() {
+#ifdef CUBRIDGE_HOOKS_ACTIVATION_SCALE
+  printf("%.1f", (double)CUBRIDGE_HOOKS_ACTIVATION_SCALE);
+#else
+  printf("none");
+#endif
+  const float xs[] = {-30.f, -8.f, -1.f, 0.f, 2.f, 30.f};
+  for (float x : xs) printf(" %.9e", (double)cubridge_hooks::activation(x));
+  printf("\\n");
+  return 0;
+}
+"""
+XS = [-30.0, -8.0, -1.0, 0.0, 2.0, 30.0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines, scale", [
+    ([], None), (["-DCUBRIDGE_DTYPE_FP16"], None), (["-DCUBRIDGE_KERNEL_ACTIVATION_SCALE"], None),
+    (["-DCUBRIDGE_DTYPE_FP16", "-DCUBRIDGE_KERNEL_ACTIVATION_SCALE"], 32768.0)],
+    ids=["bf16", "fp16-other-kernel", "bf16-fa_sm90", "fp16-fa_sm90"])
+def test_sigmoid_is_scaled_only_where_the_kernel_divides_back(tmp_path, defines, scale):
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no host C++ compiler (g++) or nvcc")
+    (tmp_path / "cubridge_hooks.cuh").write_text(
+        generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text)
+    (tmp_path / "main.cpp").write_text(PROGRAM)
+    exe = tmp_path / "main"
+    subprocess.run([*cc, *defines, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"),
+                    "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    assert out[0] == ("none" if scale is None else f"{scale:.1f}")
+    for x, got in zip(XS, map(float, out[1:]), strict=True):
+        want = (scale or 1.0) / (1.0 + math.exp(-x))
+        assert got == pytest.approx(want, rel=1e-6, abs=1e-30), x
+
+
+def test_fa_sm90_declares_that_it_divides_the_scale_back():
+    source = get_kernel("fa_sm90").source.read_text()
+    include = source.index('#include "cubridge_hooks.cuh"')
+    assert source.index("#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1") < include
+    assert "float inv = 1.f / kActivationScale;" in source
+    assert "CUBRIDGE_KERNEL_ACTIVATION_SCALE" not in get_kernel("fa_sm80").source.read_text()
