@@ -18,6 +18,7 @@ import torch
 from cubridge.attention import Shape
 from cubridge.lower.cuda_render import (AUX_C_TYPES, int_interval_scalars, render_body,
                                        render_int_interval, render_interval)
+from cubridge.lower.score_affine import render_affine_score
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
@@ -282,6 +283,10 @@ def generate_header(plan: HookPlan) -> HookHeader:
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))
+    if plan.score and plan.normalizer == "softmax":
+        affine = render_affine_score(plan.score.node, slot_of, dtypes)
+        if affine:
+            parts.append(affine)
     if plan.mask:
         body = "\n".join([_unused("b", "h", "q", "k", "aux"),
                           *render_body(plan.mask.node, slot_of, dtypes)])

@@ -89,6 +89,8 @@ def device_compile(headers: list[HookHeader], workdir: Path) -> None:
     kernel calling each hook so none is skipped."""
     parts = ['#include "hook_types.cuh"']
     for i, h in enumerate(headers):
+        affine = ("  s += kScoreOut * score_core(kScoreIn * out[0], 0, 0, q, k, aux);\n"
+                  if "CUBRIDGE_HOOKS_SCORE_AFFINE" in h.text else "")
         parts += [_renamed(h, i), f"""
 __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   using namespace cubridge_hooks_{i};
@@ -98,7 +100,7 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   s += static_cast<float>(block_kind(0, 0, q, q + 64, k, k + 64, aux));
   s += static_cast<float>(kv_block_range(0, 0, q, q + 64, 64, 4, aux).hi);
   s += kHasScoreMod + kHasMaskMod + static_cast<int>(kNormalizer);
-  const uint32_t row_vals[4] = {{row_staged(0, 0, 0, q, aux), row_staged(1, 0, 0, q, aux)}};
+{affine}  const uint32_t row_vals[4] = {{row_staged(0, 0, 0, q, aux), row_staged(1, 0, 0, q, aux)}};
   const uint32_t key_vals[4] = {{key_staged(0, 0, 0, k, aux), key_staged(1, 0, 0, k, aux)}};
   s += mask_mod_staged(0, 0, q, k, cubridge::Staged{{row_vals, 1}},
                        cubridge::Staged{{key_vals, 1}}, aux) ? kKeyStaged + kRowStaged : 0.0f;

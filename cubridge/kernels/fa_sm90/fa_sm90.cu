@@ -130,6 +130,26 @@ constexpr bool kMaskIndexOnly = true;
 #else
 constexpr bool kMaskIndexOnly = false;
 #endif
+// Headers whose score_mod is A * core(B * s) (soft-capping) say so: under softmax
+// B folds into the score scale and A into the exp2 factor, two multiplies fewer
+// per score; the row max and LSE are kept in core units times A (A > 0).
+#ifdef CUBRIDGE_HOOKS_SCORE_AFFINE
+constexpr bool kScoreAffine = hooks::kHasScoreMod && hooks::kNormalizer == Normalizer::Softmax;
+__device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
+                                            const AuxArgs& aux) {
+  return hooks::score_core(s, b, h, q, k, aux);
+}
+constexpr float kScoreIn = kScoreAffine ? hooks::kScoreIn : 1.f;
+constexpr float kScoreOut = kScoreAffine ? hooks::kScoreOut : 1.f;
+#else
+constexpr bool kScoreAffine = false;
+__device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
+                                            const AuxArgs& aux) {
+  return hooks::score_mod(s, b, h, q, k, aux);
+}
+constexpr float kScoreIn = 1.f;
+constexpr float kScoreOut = 1.f;
+#endif
 // Headers that scale their elementwise activation up (fp16 sigmoid: weights kept
 // above fp16's subnormal range when P is rounded) say by how much; O is divided
 // back in the epilogue.
@@ -502,6 +522,7 @@ template <bool kMasked, bool kTail>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
                                                  int h, int q_base, int k_base,
                                                  const FragmentPos& pos, const MaskBits& bits) {
+  const float scale_in = p.scale * kScoreIn;  // (p.scale without an affine score_mod)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int q = q_base + pos.row0 + 8 * half;
@@ -513,7 +534,11 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         const int k = k_base + 8 * j + pos.col0 + e;
         const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
         float& x = s[4 * j + 2 * half + e];
-        if constexpr (hooks::kHasScoreMod) x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
+        if constexpr (kScoreAffine) {
+          x = score_core(x * scale_in, b, h, qc, kc, p.aux);
+        } else if constexpr (hooks::kHasScoreMod) {
+          x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
+        }
         if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
           x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
         }
@@ -783,8 +808,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   const FwdParams& p = P.p;
   const int thread = threadIdx.x - 128 * (consumer + 1);
   const FragmentPos pos(thread);
-  // Scores are in natural units after score_mod; otherwise the scale folds into exp2.
-  const float to_log2 = hooks::kHasScoreMod ? kLog2e : p.scale_log2;
+  // Scores are in natural units after score_mod (core units times kScoreOut for an
+  // affine one); otherwise the scale folds into exp2.
+  const float to_log2 = hooks::kHasScoreMod ? kLog2e * kScoreOut : p.scale_log2;
   constexpr bool kSoftmax = hooks::kNormalizer == Normalizer::Softmax;
   // The last consumer hands the first token to consumer 0.
   if (consumer == kConsumers - 1) pass_mma_token(consumer);

@@ -1,0 +1,105 @@
+"""Affine folding of score_mod: a score_mod of the form A * core(B * score), with
+constants A > 0 and B (tanh soft-capping: 30 * tanh(score / 30)), lets a softmax
+kernel fold B into the score scale and A into its exp2 factor, two multiplies
+fewer per score (docs/hooks.md).
+
+The softmax's row maximum and LSE stay exact under the fold: A > 0 keeps the
+row's largest core value the largest score, and the kernel's exp2 factor
+log2(e) * A turns core values back into scores. This module finds the form and
+renders the hooks that expose it; the plain score_mod stays for every other
+kernel and for the CuIR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from cubridge.lower.cuda_render import render_body
+from cubridge.transfer.expr import SCORE_VAR, DType, Node, var
+
+
+@dataclass(frozen=True)
+class AffineScore:
+    outer: float  # A
+    inner: float  # B
+    core: Node  # score_mod with B * score replaced by score, and A dropped
+
+
+def _const(n: Node) -> float | None:
+    return float(n.arg) if n.op == "const" and n.dtype != DType.BOOL else None  # type: ignore[arg-type]
+
+
+def _scaled_score(n: Node) -> float | None:
+    """B where `n` is score * B, B * score or score / C (B = 1 / C)."""
+    if len(n.args) != 2:
+        return None
+    a, b = n.args
+    if n.op == "mul":
+        if a.op == "var" and a.arg == SCORE_VAR and _const(b) is not None:
+            return _const(b)
+        if b.op == "var" and b.arg == SCORE_VAR and _const(a) is not None:
+            return _const(a)
+    if n.op == "truediv" and a.op == "var" and a.arg == SCORE_VAR:
+        c = _const(b)
+        return 1.0 / c if c else None
+    return None
+
+
+def _replace(n: Node, old: Node, new: Node) -> Node:
+    if n is old:
+        return new
+    if not n.args:
+        return n
+    return Node(n.op, n.dtype, tuple(_replace(a, old, new) for a in n.args), n.arg)
+
+
+def affine_score(node: Node) -> AffineScore | None:
+    """score_mod's tree as A * core(B * score), or None where that form does not
+    hold or folds nothing (A = B = 1)."""
+    outer, core = 1.0, node
+    if node.op == "mul" and len(node.args) == 2:
+        for c, rest in ((node.args[0], node.args[1]), (node.args[1], node.args[0])):
+            a = _const(c)
+            if a is not None and a > 0 and rest.dtype == DType.FLOAT:
+                outer, core = a, rest
+                break
+    # B folds only where the score enters the core once, as score * B
+    parents = [n for n in core.walk() if any(a.op == "var" and a.arg == SCORE_VAR
+                                            for a in n.args)]
+    inner = 1.0
+    if len(parents) == 1 and sum(a.op == "var" and a.arg == SCORE_VAR
+                                 for a in parents[0].args) == 1:
+        b = _scaled_score(parents[0])
+        if b is not None and b != 0.0:
+            inner = b
+            core = _replace(core, parents[0], var(SCORE_VAR))
+    if outer == 1.0 and inner == 1.0:
+        return None
+    return AffineScore(outer, inner, core)
+
+
+def _float_literal(x: float) -> str:
+    text = repr(float(x))
+    return f"{text}f" if ("." in text or "e" in text) else f"{text}.0f"
+
+
+def render_affine_score(node: Node, slot_of: Mapping[str, int],
+                        dtypes: Mapping[str, torch.dtype]) -> str:
+    """The header's affine-score hooks for score_mod `node` ("" where it has no
+    such form): the define, kScoreIn (B), kScoreOut (A) and score_core."""
+    form = affine_score(node)
+    if form is None:
+        return ""
+    body = "\n".join(["  (void)s; (void)b; (void)h; (void)q; (void)k; (void)aux;",
+                      *render_body(form.core, slot_of, dtypes, fast=True, contiguous_aux=True)])
+    return (
+        "// score_mod(s) = kScoreOut * score_core(kScoreIn * s): a softmax kernel may fold\n"
+        "// both constants into its score scale and exp2 factor (docs/hooks.md)\n"
+        "#define CUBRIDGE_HOOKS_SCORE_AFFINE 1\n"
+        f"constexpr float kScoreIn = {_float_literal(form.inner)};\n"
+        f"constexpr float kScoreOut = {_float_literal(form.outer)};\n"
+        "CUBRIDGE_HD float score_core(float s, int b, int h, int q, int k, const AuxArgs& aux) {\n"
+        f"{body}\n}}\n")

@@ -1,0 +1,80 @@
+"""Affine folding of score_mod (cubridge/lower/score_affine.py): which score mods
+take the form A * core(B * score), and that the header's folded hooks compute
+score_mod (compiled on the host)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import pytest
+from hook_variants import VARIANTS, make_spec
+from host_harness import COMMON, compiler
+
+from cubridge.lower.hook_header import generate_header
+from cubridge.lower.score_affine import affine_score
+from cubridge.transfer.hooks import plan_hooks
+
+
+def _form(score_mod):
+    return affine_score(plan_hooks(make_spec("s", None, score_mod)).score.node)
+
+
+def test_soft_capping_folds_both_constants():
+    form = affine_score(plan_hooks(VARIANTS["softcap_causal"]).score.node)
+    assert form is not None
+    assert form.outer == 30.0 and form.inner == pytest.approx(1 / 30.0)
+    assert repr(form.core) == "tanh[float](score)"
+
+
+def test_which_score_mods_fold():
+    assert repr(_form(lambda s, b, h, q, k: 2.0 * s)) == "AffineScore(outer=2.0, inner=1.0, core=score)"
+    neg = _form(lambda s, b, h, q, k: s * -3.0)  # A must be > 0: -3 folds as B instead
+    assert neg is not None and (neg.outer, neg.inner) == (1.0, -3.0)
+    assert _form(lambda s, b, h, q, k: -2.0 * (s * s)) is None  # A < 0, score used twice
+    assert _form(lambda s, b, h, q, k: s + (k - q)) is None  # additive: nothing to fold
+    twice = _form(lambda s, b, h, q, k: 5.0 * (s * 0.5 + (s * 0.5).tanh()))
+    assert twice is not None and (twice.outer, twice.inner) == (5.0, 1.0)  # B only if used once
+    assert affine_score(plan_hooks(VARIANTS["alibi_causal"]).score.node) is None
+
+
+def test_only_softmax_headers_expose_the_fold():
+    assert "CUBRIDGE_HOOKS_SCORE_AFFINE" in generate_header(
+        plan_hooks(VARIANTS["softcap_causal"])).text
+    # sigmoid: the activation sees score_mod's value; the kernel folds nothing there
+    assert "CUBRIDGE_HOOKS_SCORE_AFFINE" not in generate_header(
+        plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
+
+
+PROGRAM = """#include <cstdio>
+#include "hook_types.cuh"
+#include "cubridge_hooks.cuh"
+using namespace cubridge_hooks;
+int main() {
+  cubridge::AuxArgs aux{};
+  for (float s = -200.f; s <= 200.f; s += 0.37f) {
+    printf("%.9e %.9e\\n", (double)score_mod(s, 0, 0, 0, 0, aux),
+           (double)(kScoreOut * score_core(kScoreIn * s, 0, 0, 0, 0, aux)));
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_folded_hooks_compute_score_mod(tmp_path):
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no host C++ compiler (g++) or nvcc")
+    (tmp_path / "cubridge_hooks.cuh").write_text(
+        generate_header(plan_hooks(VARIANTS["softcap_causal"])).text)
+    (tmp_path / "main.cpp").write_text(PROGRAM)
+    exe = tmp_path / "main"
+    subprocess.run([*cc, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"), "-o",
+                    str(exe)], check=True)
+    rows = [tuple(map(float, line.split())) for line in subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    assert len(rows) > 1000
+    for plain, folded in rows:
+        assert folded == pytest.approx(plain, rel=2e-6, abs=1e-6)
+        assert not math.isnan(folded)
