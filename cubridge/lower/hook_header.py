@@ -18,7 +18,7 @@ import torch
 from cubridge.attention import Shape
 from cubridge.lower.cuda_render import (AUX_C_TYPES, int_interval_scalars, render_body,
                                        render_int_interval, render_interval)
-from cubridge.lower.score_affine import render_affine_score
+from cubridge.lower.score_affine import render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
@@ -127,9 +127,17 @@ _SCALED_SIGMOID = """\
 CUBRIDGE_HD float activation(float s) {
   return detail::fast_sigmoid_2p15(s);
 }
+constexpr float kExponentBias = -15.0f;  // activation_of_exponent's t is biased by it
+CUBRIDGE_HD float activation_of_exponent(float t) {  // activation((kExponentBias - t) / log2(e))
+  return detail::fast_sigmoid_2p15_of_exponent(t);
+}
 #else
 CUBRIDGE_HD float activation(float s) {
   return detail::fast_sigmoid(s);
+}
+constexpr float kExponentBias = 0.0f;
+CUBRIDGE_HD float activation_of_exponent(float t) {  // activation(-t / log2(e))
+  return detail::fast_sigmoid_of_exponent(t);
 }
 #endif
 """
@@ -298,6 +306,10 @@ def generate_header(plan: HookPlan) -> HookHeader:
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":
         parts.append(_SCALED_SIGMOID)
+        exponent = render_sigmoid_exponent(plan.score.node if plan.score else None, slot_of,
+                                           dtypes)
+        if exponent:
+            parts.append(exponent)
     else:
         parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))
     parts.append(_function("block_kind", _block_kind_body(plan, slot_of, dtypes)))

@@ -67,6 +67,19 @@ CUBRIDGE_HD float fast_sigmoid_2p15(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fmaf(x, -1.4426950408889634f, -15.0f)));
   return __fdividef(1.0f, 3.0517578125e-05f + e);
 }
+// The same from the exponent, which a kernel may compute with its scale in one
+// FFMA: 1 / (1 + 2^t) for t = -x log2(e), and 2^15 sigmoid(x) = 1 / (2^-15 + 2^t)
+// for t = -x log2(e) - 15 (the bias folds into the FFMA's addend).
+CUBRIDGE_HD float fast_sigmoid_of_exponent(float t) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
+  return __fdividef(1.0f, 1.0f + e);
+}
+CUBRIDGE_HD float fast_sigmoid_2p15_of_exponent(float t) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
+  return __fdividef(1.0f, 3.0517578125e-05f + e);
+}
 #else
 CUBRIDGE_HD float fast_tanh(float x) { return tanhf(x); }
 CUBRIDGE_HD float fast_exp(float x) { return expf(x); }
@@ -75,6 +88,10 @@ CUBRIDGE_HD float fast_log(float x) { return logf(x); }
 CUBRIDGE_HD float fast_div(float a, float b) { return a / b; }
 CUBRIDGE_HD float fast_sigmoid(float x) { return sigmoid(x); }
 CUBRIDGE_HD float fast_sigmoid_2p15(float x) { return 32768.0f * sigmoid(x); }
+CUBRIDGE_HD float fast_sigmoid_of_exponent(float t) { return 1.0f / (1.0f + exp2f(t)); }
+CUBRIDGE_HD float fast_sigmoid_2p15_of_exponent(float t) {
+  return 32768.0f / (1.0f + exp2f(t + 15.0f));
+}
 #endif
 
 // ---- intervals -----------------------------------------------------------

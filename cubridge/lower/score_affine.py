@@ -103,3 +103,74 @@ def render_affine_score(node: Node, slot_of: Mapping[str, int],
         f"constexpr float kScoreOut = {_float_literal(form.outer)};\n"
         "CUBRIDGE_HD float score_core(float s, int b, int h, int q, int k, const AuxArgs& aux) {\n"
         f"{body}\n}}\n")
+
+
+# -- sigmoid of a linear score ------------------------------------------------------------
+#
+# Under the sigmoid normaliser, sigmoid(B * s + C) = 1 / (1 + 2^(s * K1 + K0)) with
+# K1 = -scale * B * log2(e) per launch and K0 = -C * log2(e): the scale, score_mod
+# and the exponent's log2(e) in one FFMA (sigmoid_causal: C = -log S).
+
+
+@dataclass(frozen=True)
+class LinearScore:
+    inner: float  # B
+    offset: Node | None  # C (free of the score), None for 0
+
+
+def _is_score(n: Node) -> bool:
+    return n.op == "var" and n.arg == SCORE_VAR
+
+
+def _uses_score(n: Node) -> bool:
+    return any(_is_score(x) for x in n.walk())
+
+
+def _scaled(n: Node) -> float | None:
+    """B where `n` is the score or score * B (B * score, score / C)."""
+    if _is_score(n):
+        return 1.0
+    return _scaled_score(n)
+
+
+def linear_score(node: Node | None) -> LinearScore | None:
+    """score_mod's tree as B * score + C with C free of the score (no score_mod:
+    B = 1, C = 0), or None."""
+    if node is None:
+        return LinearScore(1.0, None)
+    b = _scaled(node)
+    if b is not None:
+        return LinearScore(b, None)
+    if node.op in ("add", "sub") and len(node.args) == 2:
+        x, y = node.args
+        bx, by = _scaled(x), _scaled(y)
+        if bx is not None and not _uses_score(y):
+            if node.op == "add":
+                return LinearScore(bx, y)
+            return LinearScore(bx, Node("neg", y.dtype, (y,)))
+        if node.op == "add" and by is not None and not _uses_score(x):
+            return LinearScore(by, x)
+    return None
+
+
+def render_sigmoid_exponent(node: Node | None, slot_of: Mapping[str, int],
+                            dtypes: Mapping[str, torch.dtype]) -> str:
+    """The header's sigmoid-exponent hooks for score_mod `node` ("" where the
+    score is not linear): the define, kScoreIn (B) and score_offset (C)."""
+    form = linear_score(node)
+    if form is None:
+        return ""
+    if form.offset is None:
+        body = "  (void)b; (void)h; (void)q; (void)k; (void)aux;\n  return 0.0f;"
+    else:
+        body = "\n".join(["  (void)b; (void)h; (void)q; (void)k; (void)aux;",
+                          *render_body(form.offset, slot_of, dtypes, fast=True,
+                                       contiguous_aux=True)])
+    return (
+        "// sigmoid(score_mod(s)) = activation_of_exponent(-log2(e) (kScoreIn s +\n"
+        "// score_offset)): a kernel may fold the scale, kScoreIn and -log2(e) into one\n"
+        "// FFMA (docs/hooks.md)\n"
+        "#define CUBRIDGE_HOOKS_SIGMOID_EXPONENT 1\n"
+        f"constexpr float kScoreIn = {_float_literal(form.inner)};\n"
+        "CUBRIDGE_HD float score_offset(int b, int h, int q, int k, const AuxArgs& aux) {\n"
+        f"{body}\n}}\n")

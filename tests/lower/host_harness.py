@@ -91,6 +91,10 @@ def device_compile(headers: list[HookHeader], workdir: Path) -> None:
     for i, h in enumerate(headers):
         affine = ("  s += kScoreOut * score_core(kScoreIn * out[0], 0, 0, q, k, aux);\n"
                   if "CUBRIDGE_HOOKS_SCORE_AFFINE" in h.text else "")
+        if "kExponentBias" in h.text:  # sigmoid headers
+            affine += "  s += activation_of_exponent(out[0] + kExponentBias);\n"
+        if "CUBRIDGE_HOOKS_SIGMOID_EXPONENT" in h.text:
+            affine += "  s += score_offset(0, 0, q, k, aux) * kScoreIn;\n"
         parts += [_renamed(h, i), f"""
 __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   using namespace cubridge_hooks_{i};

@@ -12,7 +12,7 @@ from hook_variants import VARIANTS, make_spec
 from host_harness import COMMON, compiler
 
 from cubridge.lower.hook_header import generate_header
-from cubridge.lower.score_affine import affine_score
+from cubridge.lower.score_affine import affine_score, linear_score
 from cubridge.transfer.hooks import plan_hooks
 
 
@@ -78,3 +78,62 @@ def test_folded_hooks_compute_score_mod(tmp_path):
     for plain, folded in rows:
         assert folded == pytest.approx(plain, rel=2e-6, abs=1e-6)
         assert not math.isnan(folded)
+
+
+def _linear(score_mod):
+    return linear_score(plan_hooks(make_spec("s", None, score_mod, "sigmoid")).score.node)
+
+
+def test_which_sigmoid_scores_are_linear():
+    assert linear_score(None) == linear_score(None) and linear_score(None).inner == 1.0
+    minus = linear_score(plan_hooks(VARIANTS["sigmoid_causal"]).score.node)
+    assert minus is not None and minus.inner == 1.0 and repr(minus.offset).startswith("neg[")
+    assert _linear(lambda s, b, h, q, k: s * 0.5 + (k - q)).inner == 0.5
+    assert repr(_linear(lambda s, b, h, q, k: (q - k) + s / 4.0)) == (
+        "LinearScore(inner=0.25, offset=cast[float](sub[int](q, k)))")
+    assert _linear(lambda s, b, h, q, k: 30 * (s / 30).tanh()) is None
+    assert _linear(lambda s, b, h, q, k: s * s) is None
+    assert _linear(lambda s, b, h, q, k: (q - k) - s) is None  # -s: not folded (yet)
+    assert "CUBRIDGE_HOOKS_SIGMOID_EXPONENT" in generate_header(
+        plan_hooks(VARIANTS["sigmoid_causal"])).text
+    assert "CUBRIDGE_HOOKS_SIGMOID_EXPONENT" not in generate_header(
+        plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
+
+
+EXPONENT_PROGRAM = """#include <cstdio>
+#include "hook_types.cuh"
+#include "cubridge_hooks.cuh"
+using namespace cubridge_hooks;
+int main() {
+  float log_s = 8.3f;
+  cubridge::AuxArgs aux{};
+  aux.num = 1;
+  aux.t[0].data = &log_s;
+  const float scale = 0.088f, k1 = -scale * kScoreIn * 1.4426950408889634f;
+  for (float s = -300.f; s <= 300.f; s += 0.61f) {
+    const float folded = activation_of_exponent(
+        s * k1 + (-1.4426950408889634f * score_offset(0, 0, 0, 0, aux) + kExponentBias));
+    printf("%.9e %.9e\\n", (double)activation(score_mod(s * scale, 0, 0, 0, 0, aux)),
+           (double)folded);
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_sigmoid_exponent_hooks_compute_the_weight(tmp_path):
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no host C++ compiler (g++) or nvcc")
+    (tmp_path / "cubridge_hooks.cuh").write_text(
+        generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text)
+    (tmp_path / "main.cpp").write_text(EXPONENT_PROGRAM)
+    exe = tmp_path / "main"
+    subprocess.run([*cc, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"), "-o",
+                    str(exe)], check=True)
+    rows = [tuple(map(float, line.split())) for line in subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    assert len(rows) > 900
+    for plain, folded in rows:
+        assert folded == pytest.approx(plain, rel=1e-5, abs=1e-30)

@@ -27,7 +27,7 @@ PROBE = r"""
 #include "hook_helpers.cuh"
 __global__ void eval(float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = detail::FUNC(-30.0f + 60.0f * i / (n - 1)) / SCALE;
+  if (i < n) y[i] = detail::FUNC(ARG(-30.0f + 60.0f * i / (n - 1))) / SCALE;
 }
 int main() {
   const int n = 6000001;
@@ -49,9 +49,13 @@ int main() {
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-@pytest.mark.parametrize("func, scale", [("fast_sigmoid", 1), ("fast_sigmoid_2p15", 32768)],
-                         ids=["sigmoid", "sigmoid_2p15"])
-def test_device_sigmoid_error_is_small_relative_to_the_result(tmp_path, dtype, func, scale):
+@pytest.mark.parametrize("func, scale, arg", [
+    ("fast_sigmoid", 1, "x"), ("fast_sigmoid_2p15", 32768, "x"),
+    # the exponent forms fa_sm90 folds its scale into: t = -x log2(e) (- 15 when scaled)
+    ("fast_sigmoid_of_exponent", 1, "-1.4426950408889634f * (x)"),
+    ("fast_sigmoid_2p15_of_exponent", 32768, "-1.4426950408889634f * (x) - 15.0f")],
+    ids=["sigmoid", "sigmoid_2p15", "of_exponent", "2p15_of_exponent"])
+def test_device_sigmoid_error_is_small_relative_to_the_result(tmp_path, dtype, func, scale, arg):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found")
@@ -61,7 +65,7 @@ def test_device_sigmoid_error_is_small_relative_to_the_result(tmp_path, dtype, f
     helpers = Path(hook_header.__file__).with_name("hook_helpers.cuh")
     types = Path(kernels.__file__).parent / "common" / "hook_types.cuh"
     flags = ["-DCUBRIDGE_DTYPE_FP16"] if dtype == "fp16" else []
-    flags += [f"-DFUNC={func}", f"-DSCALE={scale}.0f"]
+    flags += [f"-DFUNC={func}", f"-DSCALE={scale}.0f", f"-DARG(x)=({arg})"]
     subprocess.run([nvcc, "-O3", "-arch=native", *flags, f"-I{helpers.parent}",
                     f"-I{types.parent}", str(src), "-o", str(exe)],
                    check=True, capture_output=True, text=True)

@@ -150,6 +150,24 @@ __device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
 constexpr float kScoreIn = 1.f;
 constexpr float kScoreOut = 1.f;
 #endif
+// Sigmoid headers whose score_mod is B * s + C say so: the scale, B and the
+// exponent's -log2(e) then fold into one FFMA per score.
+#ifdef CUBRIDGE_HOOKS_SIGMOID_EXPONENT
+constexpr bool kSigmoidExponent = hooks::kNormalizer == Normalizer::Elementwise;
+__device__ __forceinline__ float sigmoid_weight(float s, float k1, int b, int h, int q, int k,
+                                                const AuxArgs& aux) {
+  return hooks::activation_of_exponent(
+      fmaf(s, k1, fmaf(-kLog2e, hooks::score_offset(b, h, q, k, aux), hooks::kExponentBias)));
+}
+constexpr float kSigmoidScoreIn = hooks::kScoreIn;
+#else
+constexpr bool kSigmoidExponent = false;
+__device__ __forceinline__ float sigmoid_weight(float s, float, int, int, int, int,
+                                                const AuxArgs&) {
+  return s;
+}
+constexpr float kSigmoidScoreIn = 1.f;
+#endif
 // Headers that scale their elementwise activation up (fp16 sigmoid: weights kept
 // above fp16's subnormal range when P is rounded) say by how much; O is divided
 // back in the epilogue.
@@ -523,6 +541,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
                                                  int h, int q_base, int k_base,
                                                  const FragmentPos& pos, const MaskBits& bits) {
   const float scale_in = p.scale * kScoreIn;  // (p.scale without an affine score_mod)
+  const float exponent_scale = -p.scale * kSigmoidScoreIn * kLog2e;  // (sigmoid exponents)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int q = q_base + pos.row0 + 8 * half;
@@ -534,13 +553,17 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         const int k = k_base + 8 * j + pos.col0 + e;
         const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
         float& x = s[4 * j + 2 * half + e];
-        if constexpr (kScoreAffine) {
-          x = score_core(x * scale_in, b, h, qc, kc, p.aux);
-        } else if constexpr (hooks::kHasScoreMod) {
-          x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
-        }
-        if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
-          x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
+        if constexpr (kSigmoidExponent) {
+          x = sigmoid_weight(x, exponent_scale, b, h, qc, kc, p.aux);
+        } else {
+          if constexpr (kScoreAffine) {
+            x = score_core(x * scale_in, b, h, qc, kc, p.aux);
+          } else if constexpr (hooks::kHasScoreMod) {
+            x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
+          }
+          if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
+            x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
+          }
         }
         if constexpr (kMasked) {
           const bool allowed = (bits[half] >> (2 * j + e)) & 1u;
