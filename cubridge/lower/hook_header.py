@@ -16,8 +16,13 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
-from cubridge.lower.cuda_render import (AUX_C_TYPES, int_interval_scalars, render_body,
-                                       render_int_interval, render_interval)
+from cubridge.lower.cuda_render import (
+    AUX_C_TYPES,
+    int_interval_scalars,
+    render_body,
+    render_int_interval,
+    render_interval,
+)
 from cubridge.lower.score_affine import render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX

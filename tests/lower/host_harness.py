@@ -26,6 +26,24 @@ def compiler() -> list[str] | None:
     return None
 
 
+def run_program(header_text: str, program: str, workdir: Path,
+                defines: tuple[str, ...] = ()) -> list[str]:
+    """Compile `program` (which includes cubridge_hooks.cuh) against a generated
+    header on the host and run it: its stdout, split into words. Skips the test
+    where no host compiler exists."""
+    import pytest
+
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no host C++ compiler (g++) or nvcc")
+    (workdir / "cubridge_hooks.cuh").write_text(header_text)
+    (workdir / "main.cpp").write_text(program)
+    exe = workdir / "main"
+    subprocess.run([*cc, *defines, f"-I{COMMON}", f"-I{workdir}", str(workdir / "main.cpp"),
+                    "-o", str(exe)], check=True)
+    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+
+
 def _renamed(header: HookHeader, i: int) -> str:
     """The header with its namespace renamed, so many fit in one program (the
     hooks themselves are byte for byte what lowering generated)."""

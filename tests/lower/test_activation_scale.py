@@ -6,11 +6,10 @@ fa_sm90); elsewhere it is the plain sigmoid."""
 from __future__ import annotations
 
 import math
-import subprocess
 
 import pytest
 from hook_variants import VARIANTS
-from host_harness import COMMON, compiler
+from host_harness import run_program
 
 from cubridge.kernels import get_kernel
 from cubridge.lower.hook_header import generate_header
@@ -45,16 +44,8 @@ XS = [-30.0, -8.0, -1.0, 0.0, 2.0, 30.0]
     (["-DCUBRIDGE_DTYPE_FP16", "-DCUBRIDGE_KERNEL_ACTIVATION_SCALE"], 32768.0)],
     ids=["bf16", "fp16-other-kernel", "bf16-fa_sm90", "fp16-fa_sm90"])
 def test_sigmoid_is_scaled_only_where_the_kernel_divides_back(tmp_path, defines, scale):
-    cc = compiler()
-    if cc is None:
-        pytest.skip("no host C++ compiler (g++) or nvcc")
-    (tmp_path / "cubridge_hooks.cuh").write_text(
-        generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text)
-    (tmp_path / "main.cpp").write_text(PROGRAM)
-    exe = tmp_path / "main"
-    subprocess.run([*cc, *defines, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"),
-                    "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    out = run_program(generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text, PROGRAM,
+                      tmp_path, tuple(defines))
     assert out[0] == ("none" if scale is None else f"{scale:.1f}")
     # (the exponent form rounds -x log2(e) to float first: ~2e-6 relative at |x| = 30)
     for i, (x, got) in enumerate(zip(XS + XS, map(float, out[1:]), strict=True)):

@@ -4,11 +4,9 @@ below it they classify as the double form does."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from hook_variants import VARIANTS
-from host_harness import COMMON, compiler
+from host_harness import run_program
 
 from cubridge.lower.hook_header import generate_header
 from cubridge.transfer.hooks import plan_hooks
@@ -35,17 +33,9 @@ int main() {
 
 @pytest.mark.slow
 def test_integer_block_kind_is_conservative_past_2_pow_24(tmp_path):
-    cc = compiler()
-    if cc is None:
-        pytest.skip("no host C++ compiler (g++) or nvcc")
     header = generate_header(plan_hooks(VARIANTS["causal"]))
     assert "detail::ivi_kind(" in header.text
-    (tmp_path / "cubridge_hooks.cuh").write_text(header.text)
-    (tmp_path / "main.cpp").write_text(PROGRAM)
-    exe = tmp_path / "main"
-    subprocess.run([*cc, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"), "-o",
-                    str(exe)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    out = run_program(header.text, PROGRAM, tmp_path)
     full, empty, partial = "1", "0", "2"
     assert out[:3] == [full, empty, partial]
     # past 2^24: PARTIAL where exact intervals would say FULL / EMPTY

@@ -5,11 +5,10 @@ score_mod (compiled on the host)."""
 from __future__ import annotations
 
 import math
-import subprocess
 
 import pytest
 from hook_variants import VARIANTS, make_spec
-from host_harness import COMMON, compiler
+from host_harness import run_program
 
 from cubridge.lower.hook_header import generate_header
 from cubridge.lower.score_affine import affine_score, linear_score
@@ -28,7 +27,8 @@ def test_soft_capping_folds_both_constants():
 
 
 def test_which_score_mods_fold():
-    assert repr(_form(lambda s, b, h, q, k: 2.0 * s)) == "AffineScore(outer=2.0, inner=1.0, core=score)"
+    assert repr(_form(lambda s, b, h, q, k: 2.0 * s)) == (
+        "AffineScore(outer=2.0, inner=1.0, core=score)")
     neg = _form(lambda s, b, h, q, k: s * -3.0)  # A must be > 0: -3 folds as B instead
     assert neg is not None and (neg.outer, neg.inner) == (1.0, -3.0)
     assert _form(lambda s, b, h, q, k: -2.0 * (s * s)) is None  # A < 0, score used twice
@@ -61,19 +61,15 @@ int main() {
 """
 
 
+def _pairs(words: list[str]) -> list[tuple[float, float]]:
+    values = list(map(float, words))
+    return list(zip(values[::2], values[1::2], strict=True))
+
+
 @pytest.mark.slow
 def test_folded_hooks_compute_score_mod(tmp_path):
-    cc = compiler()
-    if cc is None:
-        pytest.skip("no host C++ compiler (g++) or nvcc")
-    (tmp_path / "cubridge_hooks.cuh").write_text(
-        generate_header(plan_hooks(VARIANTS["softcap_causal"])).text)
-    (tmp_path / "main.cpp").write_text(PROGRAM)
-    exe = tmp_path / "main"
-    subprocess.run([*cc, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"), "-o",
-                    str(exe)], check=True)
-    rows = [tuple(map(float, line.split())) for line in subprocess.run(
-        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    rows = _pairs(run_program(generate_header(plan_hooks(VARIANTS["softcap_causal"])).text,
+                              PROGRAM, tmp_path))
     assert len(rows) > 1000
     for plain, folded in rows:
         assert folded == pytest.approx(plain, rel=2e-6, abs=1e-6)
@@ -123,17 +119,8 @@ int main() {
 
 @pytest.mark.slow
 def test_sigmoid_exponent_hooks_compute_the_weight(tmp_path):
-    cc = compiler()
-    if cc is None:
-        pytest.skip("no host C++ compiler (g++) or nvcc")
-    (tmp_path / "cubridge_hooks.cuh").write_text(
-        generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text)
-    (tmp_path / "main.cpp").write_text(EXPONENT_PROGRAM)
-    exe = tmp_path / "main"
-    subprocess.run([*cc, f"-I{COMMON}", f"-I{tmp_path}", str(tmp_path / "main.cpp"), "-o",
-                    str(exe)], check=True)
-    rows = [tuple(map(float, line.split())) for line in subprocess.run(
-        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    rows = _pairs(run_program(generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text,
+                              EXPONENT_PROGRAM, tmp_path))
     assert len(rows) > 900
     for plain, folded in rows:
         assert folded == pytest.approx(plain, rel=1e-5, abs=1e-30)

@@ -15,12 +15,11 @@ import sys
 from pathlib import Path
 
 import torch
+from variant_ab import run_and_report
 
 from cubridge.bench.commands import load_specs
 from cubridge.bench.peers import Impl, Prepared
-from cubridge.bench.report import collect_metadata, invocation, write_reports
-from cubridge.bench.runner import BenchConfig, head_config, run_case
-from cubridge.bench.timing import TimingSettings, do_bench_timer
+from cubridge.bench.runner import BenchConfig
 from cubridge.kernels import get_kernel
 from cubridge.kernels.fa_sm90 import launch
 from cubridge.lower.hook_header import generate_header
@@ -55,22 +54,15 @@ def main() -> None:
     waves = [int(w) for w in args.waves.split(",")]
     config = BenchConfig(seq_lens=[int(s) for s in args.seq_lens.split(",")],
                          configs=args.configs.split(","), dtype=torch.bfloat16)
-    timer = do_bench_timer(TimingSettings())
-    results = []
+    cases = []
     for spec in load_specs(args.variants):
         route = choose_path(spec, lib)
         if route.plan is None:
             sys.exit(f"{spec.name}: not on the rules path ({route.reason})")
         variant = rules_variant(spec, lib, generate_header(route.plan)).prepare("cuda")
-        impls = [_impl(f"w{w}#{r + 1}", variant, w) for r in range(args.rounds) for w in waves]
-        for cfg_name in config.configs:
-            for s in config.seq_lens:
-                results.append(run_case(spec, head_config(spec, cfg_name), s, impls, config,
-                                        timer))
-    meta = collect_metadata(invocation(sys.argv), "cuda", "triton.testing.do_bench, median, "
-                            "L2 flushed; section sizes interleaved by round")
-    for path in write_reports(args.out, meta, results).values():
-        print(path)
+        cases.append((spec, [_impl(f"w{w}#{r + 1}", variant, w)
+                             for r in range(args.rounds) for w in waves]))
+    run_and_report(cases, config, args.out, "section sizes interleaved by round")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from cubridge.kernels import get_kernel
 from cubridge.lower.hook_header import generate_header
 from cubridge.pipeline.route import choose_path
 from cubridge.pipeline.variant import CompiledVariant, rules_variant
+from cubridge.spec import Spec
 
 
 def _label_folder(text: str) -> tuple[str, Path]:
@@ -83,18 +84,21 @@ def main() -> None:
     config = BenchConfig(seq_lens=[int(s) for s in args.seq_lens.split(",")],
                          configs=args.configs.split(","),
                          dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16)
+    run_and_report([(spec, [_impl(f"{label}#{r + 1}", variants[spec.name, label])
+                            for r in range(args.rounds) for label, _ in args.header])
+                    for spec in specs], config, args.out, "headers interleaved by round")
+
+
+def run_and_report(cases: list[tuple[Spec, list[Impl]]], config: BenchConfig, out: Path,
+                   how: str) -> None:
+    """Each spec's impls through the bench loop at every config and length of
+    `config` (the reference first, every output verified), then the reports."""
     timer = do_bench_timer(TimingSettings())
-    results = []
-    for spec in specs:
-        impls = [_impl(f"{label}#{r + 1}", variants[spec.name, label])
-                 for r in range(args.rounds) for label, _ in args.header]
-        for cfg_name in config.configs:
-            for s in config.seq_lens:
-                results.append(run_case(spec, head_config(spec, cfg_name), s, impls, config,
-                                        timer))
-    meta = collect_metadata(invocation(sys.argv), "cuda", "triton.testing.do_bench, median, "
-                            "L2 flushed; headers interleaved by round")
-    for path in write_reports(args.out, meta, results).values():
+    results = [run_case(spec, head_config(spec, cfg_name), s, impls, config, timer)
+               for spec, impls in cases for cfg_name in config.configs for s in config.seq_lens]
+    meta = collect_metadata(invocation(sys.argv), "cuda",
+                            f"triton.testing.do_bench, median, L2 flushed; {how}")
+    for path in write_reports(out, meta, results).values():
         print(path)
 
 
