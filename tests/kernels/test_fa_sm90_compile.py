@@ -99,3 +99,12 @@ def test_schedule_sections_hold_whole_gqa_groups_and_about_a_wave():
     assert schedule_section(64, 8, 4096, 128, 2, 32, 132) % 8 == 0
     # very long keys: the L2 budget caps the section at one group
     assert schedule_section(32, 32, 1 << 20, 128, 2, 8192, 132) == 1
+
+
+def test_epilogue_divides_o_by_the_headers_activation_scale():
+    """fa_sm90 declares CUBRIDGE_KERNEL_ACTIVATION_SCALE (docs/hooks.md), so fp16
+    sigmoid headers hand it 2^15 sigmoid: its epilogue must divide that back."""
+    source = fa_sm90.source.read_text()
+    assert "#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1" in source
+    assert "constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;" in source
+    assert "float inv = 1.f / kActivationScale;" in source

@@ -11,7 +11,7 @@ import pytest
 from hook_variants import VARIANTS
 from host_harness import run_program
 
-from cubridge.kernels import get_kernel
+from cubridge.kernels import list_kernels
 from cubridge.lower.hook_header import generate_header
 from cubridge.transfer.hooks import plan_hooks
 
@@ -53,9 +53,13 @@ def test_sigmoid_is_scaled_only_where_the_kernel_divides_back(tmp_path, defines,
         assert got == pytest.approx(want, rel=1e-6 if i < len(XS) else 1e-5, abs=1e-30), x
 
 
-def test_fa_sm90_declares_that_it_divides_the_scale_back():
-    source = get_kernel("fa_sm90").source.read_text()
-    include = source.index('#include "cubridge_hooks.cuh"')
-    assert source.index("#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1") < include
-    assert "float inv = 1.f / kActivationScale;" in source
-    assert "CUBRIDGE_KERNEL_ACTIVATION_SCALE" not in get_kernel("fa_sm80").source.read_text()
+@pytest.mark.parametrize("kernel", list_kernels(), ids=lambda k: k.name)
+def test_a_kernel_that_takes_the_scale_declares_it_before_the_hooks(kernel):
+    """The header only sees the declaration if it comes first; a kernel without it
+    gets the plain sigmoid (its own tests check that it divides O back)."""
+    source = kernel.source.read_text()
+    if "CUBRIDGE_KERNEL_ACTIVATION_SCALE" not in source:
+        return
+    assert source.index("#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1") < source.index(
+        '#include "cubridge_hooks.cuh"')
+    assert "CUBRIDGE_HOOKS_ACTIVATION_SCALE" in source  # and reads the header's scale

@@ -11,7 +11,7 @@ from hook_variants import VARIANTS, make_spec
 from host_harness import run_program
 
 from cubridge.lower.hook_header import generate_header
-from cubridge.lower.score_affine import affine_score, linear_score
+from cubridge.lower.score_affine import LinearScore, affine_score, linear_score
 from cubridge.transfer.hooks import plan_hooks
 
 
@@ -81,7 +81,7 @@ def _linear(score_mod):
 
 
 def test_which_sigmoid_scores_are_linear():
-    assert linear_score(None) == linear_score(None) and linear_score(None).inner == 1.0
+    assert linear_score(None) == LinearScore(1.0, None)  # no score_mod: sigmoid(scale s)
     minus = linear_score(plan_hooks(VARIANTS["sigmoid_causal"]).score.node)
     assert minus is not None and minus.inner == 1.0 and repr(minus.offset).startswith("neg[")
     assert _linear(lambda s, b, h, q, k: s * 0.5 + (k - q)).inner == 0.5
