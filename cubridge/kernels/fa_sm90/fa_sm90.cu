@@ -361,6 +361,46 @@ __device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<k
   }
 }
 
+// L2 prefetch distance in key blocks (0: off). The ring holds kStages blocks in
+// shared memory; the producer also brings the block kPrefetchBlocks past the one it
+// loads next into L2, and near a tile's end the next tile's Q and first blocks, so
+// that a load whose slot frees late does not also wait on DRAM.
+#ifndef CUBRIDGE_L2_PREFETCH
+#define CUBRIDGE_L2_PREFETCH 0
+#endif
+constexpr int kPrefetchBlocks = CUBRIDGE_L2_PREFETCH;
+
+__device__ __forceinline__ void prefetch_kv_block(const Sm90Params& P, int n, int h_kv, int b) {
+#pragma unroll
+  for (int pn = 0; pn < kPanels; ++pn) {
+    tma_prefetch_l2_4d(&P.tma_k, pn * kPanelCols, n * kBlockN, h_kv, b);
+    tma_prefetch_l2_4d(&P.tma_v, pn * kPanelCols, n * kBlockN, h_kv, b);
+  }
+}
+
+// The prefetch stream, one step per key block loaded: block n - kPrefetchBlocks of
+// this tile while there is one, then the next tile's Q and its first blocks.
+__device__ __forceinline__ void prefetch_ahead(const Sm90Params& P, const KeyWalk& walk, int n,
+                                               int h_kv, const KeyWalk& following,
+                                               int following_h_kv, int following_m_block) {
+  const int target = n - kPrefetchBlocks;
+  if (target >= walk.lo) {
+    prefetch_kv_block(P, target, h_kv, walk.b);
+    return;
+  }
+  const int j = walk.lo - target - 1;  // the following tile's j-th block from its top
+  if (following_m_block < 0) return;
+  if (j == 0) {
+#pragma unroll
+    for (int pn = 0; pn < kPanels; ++pn) {
+      tma_prefetch_l2_4d(&P.tma_q, pn * kPanelCols, following_m_block * kBlockM, following.h,
+                         following.b);
+    }
+  }
+  const int m = following.n - 1 - j;
+  if (j < kPrefetchBlocks && m >= following.lo) prefetch_kv_block(P, m, following_h_kv, following.b);
+}
+
 // The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
 // arrival; the whole warp walks and classifies the key blocks (uniformly) and
 // loads the staged key reads, one position per lane and pass.
@@ -372,6 +412,17 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
     const Tile tile = tile_at(t, P);
     const int h_kv = tile.h / (p.heads_q / p.heads_k);
     KeyWalk walk(p, tile);
+    // The CTA's following tile, where the L2 prefetch stream goes after this one.
+    KeyWalk following;
+    int following_h_kv = 0, following_m_block = -1;
+    if constexpr (kPrefetchBlocks > 0) {
+      if (t + gridDim.x < P.num_tiles) {
+        const Tile ft = tile_at(t + gridDim.x, P);
+        following = KeyWalk(p, ft);
+        following_h_kv = ft.h / (p.heads_q / p.heads_k);
+        following_m_block = ft.m_block;
+      }
+    }
     BlockKind kinds[kConsumers];
     int n = walk.next(p, kinds);
     const int qb = iter % kQBuffers;
@@ -394,6 +445,9 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
 #pragma unroll
           for (int i = 0; i < kKeyStaged; ++i) staged[i][r] = key_staged(i, tile.b, tile.h, k, p.aux);
         }
+      }
+      if constexpr (kPrefetchBlocks > 0) {
+        if (lane == 0) prefetch_ahead(P, walk, n, h_kv, following, following_h_kv, following_m_block);
       }
       // K's slot is free once every consumer masked the block it held (they read
       // its staged keys until then).
@@ -680,6 +734,83 @@ __device__ __forceinline__ void pass_mma_token(int consumer) {
   if (CUBRIDGE_PINGPONG) named_barrier_arrive(kMmaTokenBarrier + (consumer + 1) % kConsumers, 256);
 }
 
+// ---- diagnostics: the tile trace -------------------------------------------------------
+
+// With CUBRIDGE_TILE_TRACE (bench/kernels/fa_sm90/tile_trace.py; never in a build
+// the library makes), thread 0 of each consumer records per tile of its schedule
+// clock stamps of the tile's phases and the cycles spent waiting on each barrier,
+// and each CTA its start and end on the global timer. Without it these are no-ops.
+enum TraceField {
+  kTraceTop,        // clock at the tile's start (its Q and first S product ready)
+  kTraceFirst,      // the first block's softmax done
+  kTraceSteadyEnd,  // the last block's softmax done
+  kTraceEnd,        // the boundary (last PV product, next tile's first S, epilogue) done
+  kTraceWaitK,      // cycles waiting for K (k_full), this tile's blocks and the next's first
+  kTraceWaitV,      // cycles waiting for V (v_full)
+  kTraceWaitToken,  // cycles waiting for the mma token
+  kTraceWaitQ,      // cycles opening the next tile (its Q)
+  kTraceBlocks,     // key blocks visited
+  kTraceTile,       // the schedule index t
+  kTraceSm,         // %smid
+  kTraceFields
+};
+
+#ifdef CUBRIDGE_TILE_TRACE
+constexpr int kTraceCtas = 144, kTraceTiles = 128;
+extern "C" __device__ uint32_t
+    cubridge_tile_trace[kTraceCtas * kConsumers * kTraceTiles * kTraceFields] = {};
+extern "C" __device__ unsigned long long cubridge_cta_time[kTraceCtas * 2] = {};
+#endif
+
+__device__ __forceinline__ uint32_t clock32() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c)::"memory");
+  return c;
+}
+
+struct TileTrace {
+#ifdef CUBRIDGE_TILE_TRACE
+  uint32_t* row = nullptr;  // this consumer's fields for the current tile (thread 0)
+  __device__ __forceinline__ void open(int consumer, int iter, int thread, int t) {
+    row = nullptr;
+    if (thread != 0 || blockIdx.x >= kTraceCtas || iter >= kTraceTiles) return;
+    row = &cubridge_tile_trace[((blockIdx.x * kConsumers + consumer) * kTraceTiles + iter) *
+                               kTraceFields];
+    for (int f = 0; f < kTraceFields; ++f) row[f] = 0u;
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+    row[kTraceTile] = t;
+    row[kTraceSm] = sm;
+    row[kTraceTop] = clock32();
+  }
+  __device__ __forceinline__ void stamp(TraceField f) {
+    if (row) row[f] = clock32();
+  }
+  __device__ __forceinline__ void add(TraceField f, uint32_t v) {
+    if (row) atomicAdd(row + f, v);
+  }
+  __device__ __forceinline__ uint32_t now() const { return clock32(); }
+  static __device__ __forceinline__ void cta_time(int which, int thread, int consumer) {
+    if (thread != 0 || consumer != 0 || blockIdx.x >= kTraceCtas) return;
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(ns)::"memory");
+    cubridge_cta_time[2 * blockIdx.x + which] = ns;
+  }
+#else
+  __device__ __forceinline__ void open(int, int, int, int) {}
+  __device__ __forceinline__ void stamp(TraceField) {}
+  __device__ __forceinline__ void add(TraceField, uint32_t) {}
+  __device__ __forceinline__ uint32_t now() const { return 0u; }
+  static __device__ __forceinline__ void cta_time(int, int, int) {}
+#endif
+  // mbar_wait, its cycles counted under f.
+  __device__ __forceinline__ void wait(TraceField f, uint64_t* bar, uint32_t phase) {
+    const uint32_t t0 = now();
+    mbar_wait(bar, phase);
+    add(f, now() - t0);
+  }
+};
+
 // ---- consumer: one tile --------------------------------------------------------------
 
 // Releases a ring slot or Q: one arrival per warp, after the warp's wgmma reads
@@ -851,6 +982,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   RingSlot slot;
   int iter = 0;
   int t = blockIdx.x;
+  TileTrace trace;
+  TileTrace::cta_time(0, thread, consumer);
   OpenTile cur = open_tile(P, sh, t, iter);
   // The S product of a tile's first block is issued before the previous tile's
   // epilogue (below, except for the CTA's first tile), so that the tensor cores
@@ -866,6 +999,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     fence_operands(s);
   }
   while (true) {
+    trace.open(consumer, iter, thread, t);
     const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
     RowStats st;
     bool o_written = false;  // O holds this tile's first PV product (else garbage)
@@ -892,10 +1026,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       probs_to_fragments(s, pf);
       pv = slot;
       slot.advance();
+      trace.stamp(kTraceFirst);
+      trace.add(kTraceBlocks, 1);
 
       // Steady state: S of block n issued before the PV product of the previous one.
       while (!BlockInfo::last(info)) {
-        mbar_wait(&sh.k_full[slot.index], slot.phase);
+        trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
+        trace.add(kTraceBlocks, 1);
         info = sh.block_info[slot.index];
         const int n = BlockInfo::index(info);
         const BlockClass cls = classify(p, info, consumer, q_base);
@@ -909,10 +1046,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
                                cls.all_masked, rows);
           }
-          take_mma_token(consumer);
+          {
+            const uint32_t t0 = trace.now();
+            take_mma_token(consumer);
+            trace.add(kTraceWaitToken, trace.now() - t0);
+          }
           gemm_qk(s, sh, cur.qb, slot.index, consumer);
           wgmma_commit();
-          mbar_wait(&sh.v_full[pv.index], pv.phase);
+          trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
           gemm_pv(o, pf, sh, pv.index, o_written);
           wgmma_commit();
           pass_mma_token(consumer);
@@ -942,6 +1083,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         slot.advance();
       }
     }
+    trace.stamp(kTraceSteadyEnd);
     // Q of this tile is no longer read by this consumer.
     release(&sh.q_empty[cur.qb], thread);
 
@@ -951,15 +1093,23 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     const bool more = t_next < P.num_tiles;
     OpenTile next;
     next.live = false;
-    if (more) next = open_tile(P, sh, t_next, iter + 1);
+    if (more) {
+      const uint32_t t0 = trace.now();
+      next = open_tile(P, sh, t_next, iter + 1);
+      trace.add(kTraceWaitQ, trace.now() - t0);
+    }
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
     // it (serialising every wgmma of the kernel).
     if (live && next.live) {  // the common case
-      mbar_wait(&sh.v_full[pv.index], pv.phase);
-      mbar_wait(&sh.k_full[slot.index], slot.phase);
+      trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
+      trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
       next.info = sh.block_info[slot.index];
-      take_mma_token(consumer);
+      {
+        const uint32_t t0 = trace.now();
+        take_mma_token(consumer);
+        trace.add(kTraceWaitToken, trace.now() - t0);
+      }
       gemm_pv(o, pf, sh, pv.index, o_written);
       wgmma_commit();
       gemm_qk(s, sh, next.qb, slot.index, consumer);
@@ -995,12 +1145,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       }
       epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, st, to_log2);
     }
+    trace.stamp(kTraceEnd);
     if (!more) break;
     cur = next;
     t = t_next;
     ++iter;
   }
   if (thread == 0) tma_store_wait_all();
+  TileTrace::cta_time(1, thread, consumer);
 }
 
 }  // namespace fa_sm90

@@ -1,0 +1,200 @@
+"""Where fa_sm90's time goes per tile: builds the library kernel with
+CUBRIDGE_TILE_TRACE (clock stamps of each tile's phases and the cycles each
+consumer waits on K, V, Q and the mma token; every CTA's start and end on the
+global timer), checks its output against SDPA, runs it once more and reads the
+trace back from the cubin's globals. Writes trace.json (the summary) and
+trace.md; the raw per-tile rows go to rows-<candidate>-<mode>.json.
+
+    python bench/kernels/fa_sm90/tile_trace.py --out DIR [--s 4096] [--heads 32/32]
+        [--candidate NAME=MACRO=VALUE,...]   (default: the library's source as is)
+
+Each candidate is timed without the trace too (median of triton's do_bench), so
+the trace's own cost shows."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cubridge.attention import default_scale
+from cubridge.build.driver import load_cubin
+from cubridge.kernels import get_kernel
+
+fa_sm90 = get_kernel("fa_sm90")
+FIELDS = ["top", "first", "steady_end", "end", "wait_k", "wait_v", "wait_token", "wait_q",
+          "blocks", "tile", "sm"]
+TRACE_CTAS, TRACE_TILES = 144, 128  # fa_sm90.cu's kTraceCtas, kTraceTiles
+
+
+def _candidate(text: str) -> tuple[str, dict[str, str]]:
+    name, _, rest = text.partition("=")
+    macros = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+    return name, macros
+
+
+def _source(macros: dict[str, str], trace: bool) -> str:
+    defs = {**macros, **({"CUBRIDGE_TILE_TRACE": "1"} if trace else {})}
+    return "".join(f"#define {k} {v}\n" for k, v in defs.items()) + fa_sm90.source.read_text()
+
+
+def _read_trace(kernel, consumers: int) -> tuple[np.ndarray, np.ndarray]:
+    module = load_cubin(kernel.compiled.key, kernel.compiled.cubin_path, torch.device("cuda"))
+    n = TRACE_CTAS * consumers * TRACE_TILES * len(FIELDS)
+    rows = np.frombuffer(module.read_global("cubridge_tile_trace", 4 * n), dtype=np.uint32)
+    cta = np.frombuffer(module.read_global("cubridge_cta_time", 8 * 2 * TRACE_CTAS),
+                        dtype=np.uint64)
+    return (rows.reshape(TRACE_CTAS, consumers, TRACE_TILES, len(FIELDS)).astype(np.int64),
+            cta.reshape(TRACE_CTAS, 2).astype(np.int64))
+
+
+def _diff(a, b):
+    """b - a on the 32-bit SM clock (wraps)."""
+    return (b - a) % (1 << 32)
+
+
+def summarize(rows: np.ndarray, cta: np.ndarray, grid: int, tiles_per_cta: list[int]) -> dict:
+    """Per consumer: where the cycles of its tiles went, and a fit of tile time
+    against blocks; per CTA: how evenly the persistent grid finished."""
+    out = {}
+    for c in range(rows.shape[1]):
+        per_tile = []
+        for cta_i in range(grid):
+            n = tiles_per_cta[cta_i]
+            r = rows[cta_i, c, :n]
+            for i in range(n):
+                nxt = _diff(r[i, 0], r[i + 1, 0]) if i + 1 < n else _diff(r[i, 0], r[i, 3])
+                per_tile.append({"blocks": int(r[i, 8]), "dur": int(nxt),
+                                 "first": int(_diff(r[i, 0], r[i, 1])),
+                                 "steady": int(_diff(r[i, 1], r[i, 2])),
+                                 "boundary": int(_diff(r[i, 2], r[i, 3])),
+                                 "gap": int(nxt - _diff(r[i, 0], r[i, 3])),
+                                 "wait_k": int(r[i, 4]), "wait_v": int(r[i, 5]),
+                                 "wait_token": int(r[i, 6]), "wait_q": int(r[i, 7])})
+        blocks = np.array([t["blocks"] for t in per_tile], dtype=float)
+        dur = np.array([t["dur"] for t in per_tile], dtype=float)
+        a, b = np.polyfit(blocks, dur, 1)
+        total = dur.sum()
+        steady_blocks = np.maximum(blocks - 1, 1)
+        s = {k: float(sum(t[k] for t in per_tile)) for k in per_tile[0] if k != "blocks"}
+        out[f"consumer{c}"] = {
+            "tiles": len(per_tile), "blocks": int(blocks.sum()),
+            "cycles_per_block_fit": a, "cycles_per_tile_fit": b,
+            "tile_overhead_in_blocks": b / a,
+            "steady_cycles_per_block": float(np.median(
+                [t["steady"] / sb for t, sb in zip(per_tile, steady_blocks, strict=True)
+                 if t["blocks"] > 1])),
+            "share_of_cycles": {k: s[k] / total for k in
+                                ("first", "steady", "boundary", "gap", "wait_k", "wait_v",
+                                 "wait_token", "wait_q")},
+            "mean_cycles_per_tile": {k: s[k] / len(per_tile) for k in s},
+        }
+    start, end = cta[:grid, 0], cta[:grid, 1]
+    busy = (end - start).astype(float)
+    span = float(end.max() - start.min())
+    out["grid"] = {"ctas": grid, "makespan_us": span / 1e3, "mean_cta_us": busy.mean() / 1e3,
+                   "balance": busy.mean() / span, "start_spread_us": float(np.ptp(start)) / 1e3,
+                   "end_spread_us": float(np.ptp(end)) / 1e3}
+    return out
+
+
+def tflops(b, hq, s, d, ms, causal):
+    pairs = s * (s + 1) / 2 if causal else s * s
+    return 4 * b * hq * pairs * d / (ms * 1e-3) / 1e12
+
+
+def render(data: dict) -> str:
+    meta = data["meta"]
+    lines = [f"{meta['device']}, {meta['date']}, commit {meta['commit']}: `{meta['command']}`", "",
+             "| candidate | mode | TFLOP/s | traced | cycles/block | tile overhead (blocks) "
+             "| first | steady | boundary | wait K | wait V | wait token | wait Q | balance |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["runs"]:
+        c0 = r["summary"]["consumer0"]
+        sh = c0["share_of_cycles"]
+        lines.append(
+            f"| {r['candidate']} | {r['mode']} | {r['tflops']:.1f} | {r['tflops_traced']:.1f} "
+            f"| {c0['cycles_per_block_fit']:.0f} | {c0['tile_overhead_in_blocks']:.2f} "
+            + " | ".join(f"{100 * sh[k]:.1f}%" for k in
+                         ("first", "steady", "boundary", "wait_k", "wait_v", "wait_token",
+                          "wait_q"))
+            + f" | {r['summary']['grid']['balance']:.3f} |")
+    lines += ["", "Shares are of consumer 0's cycles over its tiles (waits are inside the "
+              "phases); the fit is tile cycles = a * blocks + b, overhead = b / a; balance = "
+              "mean CTA time / makespan (global timer)."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--s", type=int, default=4096)
+    ap.add_argument("--heads", default="32/32")
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--candidate", type=_candidate, action="append", default=[])
+    ap.add_argument("--commit", default="")
+    args = ap.parse_args()
+    from triton.testing import do_bench  # (GPU machines only)
+
+    candidates = args.candidate or [("library", {})]
+    hq, hk = (int(x) for x in args.heads.split("/"))
+    s, d = args.s, args.d
+    b = 16384 // s
+    g = torch.Generator(device="cuda").manual_seed(s + d)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g)
+               for h in (hq, hk, hk))
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for name, macros in candidates:
+        for causal in (False, True):
+            mode = "causal" if causal else "full"
+            ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                 is_causal=causal, enable_gqa=hq != hk)
+            timed = {}
+            for trace in (False, True):
+                kernel = fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
+                                            source=_source(macros, trace))
+                out = torch.full_like(q, float("nan"))
+                lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+                run = functools.partial(kernel.run, q, k, v, default_scale(d), [], out, lse)
+                run()
+                err = ((out.float() - ref).norm() / ref.norm()).item()
+                if not err < 1e-2:
+                    sys.exit(f"{name} {mode} trace={trace}: wrong output (rel err {err:.3g})")
+                timed[trace] = do_bench(run, warmup=100, rep=300, return_mode="median")
+                if trace:
+                    torch.cuda.synchronize()
+                    run()
+                    torch.cuda.synchronize()
+                    info = kernel.compiled.resources_of(fa_sm90.entry)
+                    consumers = fa_sm90.config(d).block_m // 64
+                    rows, cta = _read_trace(kernel, consumers)
+            num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
+            grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+            per_cta = [len(range(i, num_tiles, grid)) for i in range(grid)]
+            summary = summarize(rows, cta, grid, per_cta)
+            (args.out / f"rows-{name}-{mode}.json").write_text(json.dumps(
+                rows[:grid].tolist()))
+            runs.append({"candidate": name, "macros": macros, "mode": mode,
+                         "tflops": tflops(b, hq, s, d, timed[False], causal),
+                         "tflops_traced": tflops(b, hq, s, d, timed[True], causal),
+                         "registers": info.registers, "summary": summary})
+            print(json.dumps(runs[-1], indent=1), flush=True)
+    meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
+            "commit": args.commit, "S": s, "B": b, "heads": args.heads, "D": d,
+            "command": "python bench/kernels/fa_sm90/tile_trace.py " + " ".join(sys.argv[1:])}
+    data = {"meta": meta, "runs": runs}
+    (args.out / "trace.json").write_text(json.dumps(data, indent=1))
+    (args.out / "trace.md").write_text(render(data))
+    print(render(data))
+
+
+if __name__ == "__main__":
+    main()
