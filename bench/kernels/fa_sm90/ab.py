@@ -51,10 +51,14 @@ CANDIDATES = {
     "d64-bm192-bn96-s3": (64, Sm90TileConfig(192, 96, 3), {}),
     "d64-bm128-bn192": (64, Sm90TileConfig(128, 192, 2), {}),
     "d64-bm128-bn176": (64, Sm90TileConfig(128, 176, 2), {}),
-    "d128-pf1": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_L2_PREFETCH": 1}),
-    "d128-pf2": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_L2_PREFETCH": 2}),
-    "d128-pf3": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_L2_PREFETCH": 3}),
-    "d64-bm128-bn128-pf2": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_L2_PREFETCH": 2}),
+    "d128-old": (128, Sm90TileConfig(128, 128, 2),
+                 {"CUBRIDGE_DEFER_EPILOGUE": 0, "CUBRIDGE_EARLY_Q": 0}),
+    "d128-nodefer": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_DEFER_EPILOGUE": 0}),
+    "d128-noearlyq": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_EARLY_Q": 0}),
+    "d128-earlyq1": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_EARLY_Q": 1}),
+    "d64-bm128-bn128-old": (64, Sm90TileConfig(128, 128, 2),
+                            {"CUBRIDGE_DEFER_EPILOGUE": 0, "CUBRIDGE_EARLY_Q": 0}),
+    "d64-bm192-bn128-old": (64, Sm90TileConfig(192, 128, 2), {"CUBRIDGE_EARLY_Q": 0}),
 }
 
 
