@@ -28,6 +28,7 @@ fa_sm90 = get_kernel("fa_sm90")
 Sm90TileConfig = fa_sm90.config_type
 
 default_section = launch.schedule_section
+default_sm_count = launch.sm_count
 
 # name -> (head dim, tile config, macros ("section": a fixed schedule section)[, source file
 # replacing fa_sm90.cu])
@@ -51,19 +52,17 @@ CANDIDATES = {
     "d64-bm192-bn96-s3": (64, Sm90TileConfig(192, 96, 3), {}),
     "d64-bm128-bn192": (64, Sm90TileConfig(128, 192, 2), {}),
     "d64-bm128-bn176": (64, Sm90TileConfig(128, 176, 2), {}),
-    "d128-old": (128, Sm90TileConfig(128, 128, 2),
-                 {"CUBRIDGE_DEFER_EPILOGUE": 0, "CUBRIDGE_EARLY_Q": 0}),
-    "d128-nodefer": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_DEFER_EPILOGUE": 0}),
-    "d128-noearlyq": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_EARLY_Q": 0}),
-    "d128-earlyq1": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_EARLY_Q": 1}),
-    "d64-bm128-bn128-old": (64, Sm90TileConfig(128, 128, 2),
-                            {"CUBRIDGE_DEFER_EPILOGUE": 0, "CUBRIDGE_EARLY_Q": 0}),
-    "d64-bm192-bn128-old": (64, Sm90TileConfig(192, 128, 2), {"CUBRIDGE_EARLY_Q": 0}),
+    # one CTA per tile (the hardware hands tiles to SMs as they free up, in schedule
+    # order) with sections of 4, 8, 12 or 32 heads
+    "d128-np-sec4": (128, Sm90TileConfig(128, 128, 2), {"grid": "tiles", "section": 4}),
+    "d128-np-sec8": (128, Sm90TileConfig(128, 128, 2), {"grid": "tiles", "section": 8}),
+    "d128-np-sec12": (128, Sm90TileConfig(128, 128, 2), {"grid": "tiles", "section": 12}),
+    "d128-np-sec32": (128, Sm90TileConfig(128, 128, 2), {"grid": "tiles", "section": 32}),
 }
 
 
 def source_of(candidate: tuple) -> str | None:
-    macros = {k: v for k, v in candidate[2].items() if k != "section"}
+    macros = {k: v for k, v in candidate[2].items() if k not in ("section", "grid")}
     path = Path(candidate[3]) if len(candidate) > 3 else None
     if not macros and path is None:
         return None
@@ -163,6 +162,9 @@ def main() -> None:
             run = functools.partial(kernel.run, q, k, v, default_scale(d), [], out, lse)
             forced = CANDIDATES[name][2].get("section")
             launch.schedule_section = ((lambda *a, n=forced: n) if forced else default_section)
+            # "grid": "tiles" launches one CTA per tile instead of one per SM
+            launch.sm_count = ((lambda index: 1 << 30) if CANDIDATES[name][2].get("grid")
+                               else default_sm_count)
             run()
             err_rel = ((out.float() - ref).norm() / ref.norm()).item()
             if not err_rel < 1e-2:

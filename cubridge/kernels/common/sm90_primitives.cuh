@@ -72,17 +72,6 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, void* dst, u
       : "memory");
 }
 
-// Bring one box into L2 ahead of its load (no shared memory, no barrier): a later
-// tma_load_4d of the same box then hits L2 instead of waiting on DRAM.
-__device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2,
-                                                   int c3) {
-  asm volatile(
-      "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-}
-
 // Shared -> global copy of one box; out-of-bounds elements are not written.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* src, int c0,
                                              int c1, int c2, int c3) {

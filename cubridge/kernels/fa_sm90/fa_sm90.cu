@@ -361,41 +361,6 @@ __device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<k
   }
 }
 
-// A tile as the producer starts it: its key walk at the first live block (n < 0:
-// none), that block's kinds per consumer, and its Q requested.
-struct ProducerTile {
-  KeyWalk walk;
-  int m_block;
-  int n;
-  BlockKind kinds[kConsumers];
-};
-
-// Starts the iter-th tile of this CTA (schedule index t): walks to its first live
-// key block, waits for a free Q buffer and loads Q, with whether any block is live.
-__device__ __forceinline__ ProducerTile start_tile(const Sm90Params& P, SharedStorage& sh, int t,
-                                                   int iter, int lane) {
-  const Tile tile = tile_at(t, P);
-  ProducerTile pt;
-  pt.walk = KeyWalk(P.p, tile);
-  pt.m_block = tile.m_block;
-  pt.n = pt.walk.next(P.p, pt.kinds);
-  const int qb = iter % kQBuffers;
-  if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
-  if (lane == 0) {
-    sh.tile_live[qb] = pt.n >= 0;
-    load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
-  }
-  return pt;
-}
-
-// The next tile's Q is requested once this many of this tile's key blocks are
-// loaded, not when the producer reaches the next tile: Q comes from DRAM (no other
-// CTA reads it), and requested a block or two before the boundary it arrived late.
-#ifndef CUBRIDGE_EARLY_Q
-#define CUBRIDGE_EARLY_Q 2
-#endif
-constexpr int kEarlyQBlocks = CUBRIDGE_EARLY_Q;
-
 // The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
 // arrival; the whole warp walks and classifies the key blocks (uniformly) and
 // loads the staged key reads, one position per lane and pass.
@@ -403,20 +368,23 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
   const FwdParams& p = P.p;
   RingSlot slot;
   int iter = 0;
-  ProducerTile cur = start_tile(P, sh, blockIdx.x, 0, lane);
   for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x, ++iter) {
-    const int b = cur.walk.b;
-    const int h_kv = cur.walk.h / (p.heads_q / p.heads_k);
-    const int t_next = t + gridDim.x;
-    bool next_started = t_next >= P.num_tiles || kEarlyQBlocks == 0;
-    ProducerTile nxt;
-    int loaded = 0;
-    int n = cur.n;
+    const Tile tile = tile_at(t, P);
+    const int h_kv = tile.h / (p.heads_q / p.heads_k);
+    KeyWalk walk(p, tile);
+    BlockKind kinds[kConsumers];
+    int n = walk.next(p, kinds);
+    const int qb = iter % kQBuffers;
+    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
+    if (lane == 0) {
+      sh.tile_live[qb] = n >= 0;
+      load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
+    }
     while (n >= 0) {
       // The next block classified while the ring slot may still be busy: table
       // reads of data-dependent masks overlap the wait.
       BlockKind next_kinds[kConsumers];
-      const int next = cur.walk.next(p, next_kinds);
+      const int next = walk.next(p, next_kinds);
       const int k_start = n * kBlockN;
       uint32_t staged[kKeyStaged > 0 ? kKeyStaged : 1][kBlockN / 32];
       if constexpr (kKeyStaged > 0) {
@@ -424,7 +392,7 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
         for (int r = 0; r < kBlockN / 32; ++r) {
           const int k = min(k_start + 32 * r + lane, p.seqlen_k - 1);
 #pragma unroll
-          for (int i = 0; i < kKeyStaged; ++i) staged[i][r] = key_staged(i, b, cur.walk.h, k, p.aux);
+          for (int i = 0; i < kKeyStaged; ++i) staged[i][r] = key_staged(i, tile.b, tile.h, k, p.aux);
         }
       }
       // K's slot is free once every consumer masked the block it held (they read
@@ -441,24 +409,18 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
         __syncwarp();  // every lane's stores ordered before lane 0's arrival (release)
       }
       if (lane == 0) {
-        sh.block_info[slot.index] = BlockInfo::pack(n, next < 0, cur.kinds);
-        load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], k_start, h_kv, b);
+        sh.block_info[slot.index] = BlockInfo::pack(n, next < 0, kinds);
+        load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], k_start, h_kv, tile.b);
       }
       mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
       if (lane == 0) {
-        load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], k_start, h_kv, b);
+        load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], k_start, h_kv, tile.b);
       }
       slot.advance();
-      if (!next_started && ++loaded == kEarlyQBlocks) {
-        nxt = start_tile(P, sh, t_next, iter + 1, lane);
-        next_started = true;
-      }
       n = next;
 #pragma unroll
-      for (int c = 0; c < kConsumers; ++c) cur.kinds[c] = next_kinds[c];
+      for (int c = 0; c < kConsumers; ++c) kinds[c] = next_kinds[c];
     }
-    if (t_next >= P.num_tiles) break;
-    cur = next_started && kEarlyQBlocks > 0 ? nxt : start_tile(P, sh, t_next, iter + 1, lane);
   }
 }
 
@@ -942,20 +904,6 @@ __device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage
   return ot;
 }
 
-// A tile whose O is final (its last PV product retired) but not yet written: its
-// epilogue is deferred into the next tile, to run while the tensor cores work on
-// that tile's second S product (CUBRIDGE_DEFER_EPILOGUE).
-struct FinishedTile {
-  Tile tile;
-  RowStats st;
-};
-#ifndef CUBRIDGE_DEFER_EPILOGUE
-#define CUBRIDGE_DEFER_EPILOGUE 1
-#endif
-// (two consumers only: with three, 160 registers each, holding the old O beside the
-// next tile's S and P spilled 712 B at D = 64)
-constexpr bool kDeferEpilogue = CUBRIDGE_DEFER_EPILOGUE && kConsumers == 2;
-
 __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh, int consumer) {
   const FwdParams& p = P.p;
   const int thread = threadIdx.x - 128 * (consumer + 1);
@@ -996,8 +944,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     wgmma_wait<0>();
     fence_operands(s);
   }
-  FinishedTile prev;       // the tile whose epilogue is pending, if `pending`
-  bool pending = false;
   while (true) {
     trace.open(consumer, iter, thread, t);
     const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
@@ -1007,61 +953,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     const bool live = cur.live;
     RowStaged rows;
     load_row_staged(rows, p, cur.tile, q_base, pos);
-
-    // One key block after the first: its S product issued before the previous
-    // block's PV product (in flight together), its softmax while that PV product
-    // executes. `between` runs between the two issues, holding the token.
-    auto step = [&](uint32_t info, auto between) {
-      const int n = BlockInfo::index(info);
-      const BlockClass cls = classify(p, info, consumer, q_base);
-      with_block_class(cls, [&](auto masked, auto tail) {
-        constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
-        // An index-only mask first, while S holds nothing live (its product is not
-        // issued yet): its arithmetic then has S's registers. One that reads aux
-        // waits for S (loads issued here were measured to spill more).
-        MaskBits bits;
-        if constexpr (kMaskIndexOnly) {
-          block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
-                             cls.all_masked, rows);
-        }
-        {
-          const uint32_t t0 = trace.now();
-          take_mma_token(consumer);
-          trace.add(kTraceWaitToken, trace.now() - t0);
-        }
-        gemm_qk(s, sh, cur.qb, slot.index, consumer);
-        wgmma_commit();
-        between();
-        trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
-        gemm_pv(o, pf, sh, pv.index, o_written);
-        wgmma_commit();
-        pass_mma_token(consumer);
-        wgmma_wait<1>();
-        fence_operands(s);
-        if constexpr (!kMaskIndexOnly) {
-          block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
-                             cls.all_masked, rows);
-        }
-        // (the ring slot holds the staged keys the mask read until here)
-        release(&sh.k_empty[slot.index], thread);
-        block_logits<kM, kT>(s, p, cur.tile, n, q_base, pos, bits);
-        float rescale[2];
-        bool moved = false;
-        if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
-        fence_operands(s);
-        // (only unmasked blocks: masking keeps too many registers live for it)
-        if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
-        wgmma_wait<0>();
-        fence_operands(o);
-        release(&sh.v_empty[pv.index], thread);
-        if (moved) rescale_o(o, rescale);
-        probs_to_fragments(s, pf);
-      });
-      o_written = true;
-      pv = slot;
-      slot.advance();
-    };
-
     if (live) {  // the first block's S product is ready
       uint32_t info = cur.info;
       const BlockClass first = classify(p, info, consumer, q_base);
@@ -1084,33 +975,59 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       trace.stamp(kTraceFirst);
       trace.add(kTraceBlocks, 1);
 
-      // The previous tile's epilogue, deferred to here: with a second block, it runs
-      // between that block's S product and this tile's first PV product (which
-      // overwrites O); else now.
-      if (pending && !BlockInfo::last(info)) {
-        trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
-        trace.add(kTraceBlocks, 1);
-        info = sh.block_info[slot.index];
-        step(info, [&] {
-          pass_mma_token(consumer);
-          epilogue(P, sh, prev.tile, consumer, thread, pos, o, true, prev.st, to_log2);
-          take_mma_token(consumer);
-        });
-      } else if (pending) {
-        epilogue(P, sh, prev.tile, consumer, thread, pos, o, true, prev.st, to_log2);
-      }
-      pending = false;
-
       // Steady state: S of block n issued before the PV product of the previous one.
       while (!BlockInfo::last(info)) {
         trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
         trace.add(kTraceBlocks, 1);
         info = sh.block_info[slot.index];
-        step(info, [] {});
+        const int n = BlockInfo::index(info);
+        const BlockClass cls = classify(p, info, consumer, q_base);
+        with_block_class(cls, [&](auto masked, auto tail) {
+          constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
+          // An index-only mask first, while S holds nothing live (its product is not
+          // issued yet): its arithmetic then has S's registers. One that reads aux
+          // waits for S (loads issued here were measured to spill more).
+          MaskBits bits;
+          if constexpr (kMaskIndexOnly) {
+            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                               cls.all_masked, rows);
+          }
+          {
+            const uint32_t t0 = trace.now();
+            take_mma_token(consumer);
+            trace.add(kTraceWaitToken, trace.now() - t0);
+          }
+          gemm_qk(s, sh, cur.qb, slot.index, consumer);
+          wgmma_commit();
+          trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
+          gemm_pv(o, pf, sh, pv.index, o_written);
+          wgmma_commit();
+          pass_mma_token(consumer);
+          wgmma_wait<1>();
+          fence_operands(s);
+          if constexpr (!kMaskIndexOnly) {
+            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                               cls.all_masked, rows);
+          }
+          // (the ring slot holds the staged keys the mask read until here)
+          release(&sh.k_empty[slot.index], thread);
+          block_logits<kM, kT>(s, p, cur.tile, n, q_base, pos, bits);
+          float rescale[2];
+          bool moved = false;
+          if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
+          fence_operands(s);
+          // (only unmasked blocks: masking keeps too many registers live for it)
+          if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
+          wgmma_wait<0>();
+          fence_operands(o);
+          release(&sh.v_empty[pv.index], thread);
+          if (moved) rescale_o(o, rescale);
+          probs_to_fragments(s, pf);
+        });
+        o_written = true;
+        pv = slot;
+        slot.advance();
       }
-    } else if (pending) {
-      epilogue(P, sh, prev.tile, consumer, thread, pos, o, true, prev.st, to_log2);
-      pending = false;
     }
     trace.stamp(kTraceSteadyEnd);
     // Q of this tile is no longer read by this consumer.
@@ -1144,26 +1061,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       gemm_qk(s, sh, next.qb, slot.index, consumer);
       wgmma_commit();
       pass_mma_token(consumer);
-      if constexpr (kDeferEpilogue) {
-        // Both retired before the paths join (an S product in flight across a join
-        // makes the compiler copy its registers there, serialising every wgmma); O
-        // is written out in the next tile, under its second S product.
-        wgmma_wait<0>();
-        fence_operands(o);
-        fence_operands(s);
-        release(&sh.v_empty[pv.index], thread);
-        prev.tile = cur.tile;
-        prev.st = st;
-        pending = true;
-      } else {
-        wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
-        fence_operands(o);
-        release(&sh.v_empty[pv.index], thread);
-        epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2);
-        // Retired before the paths join (as above).
-        wgmma_wait<0>();
-        fence_operands(s);
-      }
+      wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
+      fence_operands(o);
+      release(&sh.v_empty[pv.index], thread);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2);
+      // Retired before the paths join: an S product in flight across the join
+      // makes the compiler copy its registers there, which serialises every wgmma.
+      wgmma_wait<0>();
+      fence_operands(s);
     } else {  // the CTA's last tile, or one without live key blocks
       if (live) {
         mbar_wait(&sh.v_full[pv.index], pv.phase);
