@@ -202,6 +202,7 @@ struct SharedStorageOf {
   // classification of each visited key block (BlockInfo) and whether a tile
   // visits any key block at all.
   uint32_t block_info[kStages];
+  int tile_index[kQBuffers];  // the schedule index of the tile in each Q buffer; -1: no more
   int tile_live[kQBuffers];
   StagedKeyRing<kKeyReads> staged_keys;  // key-only mask reads per ring slot
 };
@@ -250,6 +251,9 @@ struct Sm90Params {
   int num_m_blocks;  // query blocks per (batch, head)
   int num_tiles;     // batch * heads_q * num_m_blocks
   int section;       // (batch, head) pairs per L2 section of the schedule
+  // [next, done]: CTAs past their first tile take the next one of the schedule
+  // from `next`; the last CTA to finish zeroes both for the next launch.
+  int* tile_counter;
 };
 
 struct Tile {
@@ -361,14 +365,20 @@ __device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<k
   }
 }
 
+// The schedule index of this CTA's next tile (>= num_tiles: none). A CTA's first
+// tile is its own index; each later one is claimed from the launch's counter.
+__device__ __forceinline__ int claim_tile(const Sm90Params& P) {
+  return static_cast<int>(gridDim.x) + atomicAdd(P.tile_counter, 1);
+}
+
 // The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
 // arrival; the whole warp walks and classifies the key blocks (uniformly) and
 // loads the staged key reads, one position per lane and pass.
 __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh, int lane) {
   const FwdParams& p = P.p;
   RingSlot slot;
-  int iter = 0;
-  for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x, ++iter) {
+  int t = blockIdx.x;  // a CTA's first tile is its own index; later ones come from the counter
+  for (int iter = 0;; ++iter) {
     const Tile tile = tile_at(t, P);
     const int h_kv = tile.h / (p.heads_q / p.heads_k);
     KeyWalk walk(p, tile);
@@ -377,14 +387,21 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
     const int qb = iter % kQBuffers;
     if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
     if (lane == 0) {
+      sh.tile_index[qb] = t;
       sh.tile_live[qb] = n >= 0;
       load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
     }
+    // The CTA's next tile is claimed with the last key block of this one, when the
+    // CTA is about to free up (tiles then go to CTAs as they free up, longest first
+    // within an L2 section: balanced with sections of one wave); the atomic's round
+    // trip overlaps the wait for that block's slot.
+    int t_next = -1;
     while (n >= 0) {
       // The next block classified while the ring slot may still be busy: table
       // reads of data-dependent masks overlap the wait.
       BlockKind next_kinds[kConsumers];
       const int next = walk.next(p, next_kinds);
+      if (next < 0 && lane == 0) t_next = claim_tile(P);
       const int k_start = n * kBlockN;
       uint32_t staged[kKeyStaged > 0 ? kKeyStaged : 1][kBlockN / 32];
       if constexpr (kKeyStaged > 0) {
@@ -420,6 +437,27 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       n = next;
 #pragma unroll
       for (int c = 0; c < kConsumers; ++c) kinds[c] = next_kinds[c];
+    }
+    if (t_next < 0 && lane == 0) t_next = claim_tile(P);  // (a tile without live blocks)
+    t = __shfl_sync(0xffffffffu, t_next, 0);
+    if (t >= P.num_tiles) {
+      // No next tile: the consumers learn it from the next Q buffer (index -1).
+      const int qe = (iter + 1) % kQBuffers;
+      if (iter + 1 >= kQBuffers) mbar_wait(&sh.q_empty[qe], ((iter + 1) / kQBuffers - 1) & 1);
+      if (lane == 0) {
+        sh.tile_index[qe] = -1;
+        mbar_arrive(&sh.q_full[qe]);
+      }
+      break;
+    }
+  }
+  if (lane == 0) {
+    // Every CTA's last claim is made before it counts itself done, so the last one
+    // done may zero the counter for the next launch on this stream.
+    __threadfence();
+    if (atomicAdd(P.tile_counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      P.tile_counter[0] = 0;
+      P.tile_counter[1] = 0;
     }
   }
 }
@@ -882,24 +920,26 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
   }
 }
 
-// A consumer's view of one tile of its schedule: the tile, the Q buffer it reads,
-// whether it visits any key block, and (once its K has landed) the first block's
-// BlockInfo word.
+// A consumer's view of one tile of its schedule: the tile (schedule index t; -1:
+// the CTA has no more), the Q buffer it reads, whether it visits any key block,
+// and (once its K has landed) the first block's BlockInfo word.
 struct OpenTile {
+  int t;
   Tile tile;
   int qb;
   bool live;
   uint32_t info;
 };
 
-// Decode the iter-th tile of this CTA (schedule index t) and wait for its Q.
-__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int t,
-                                              int iter) {
+// Wait for the iter-th tile of this CTA (its Q, or the producer's word that there
+// is none) and decode it.
+__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int iter) {
   OpenTile ot;
-  ot.tile = tile_at(t, P);
   ot.qb = iter % kQBuffers;
   mbar_wait(&sh.q_full[ot.qb], (iter / kQBuffers) & 1);
-  ot.live = sh.tile_live[ot.qb] != 0;
+  ot.t = sh.tile_index[ot.qb];
+  ot.live = ot.t >= 0 && sh.tile_live[ot.qb] != 0;
+  ot.tile = tile_at(max(ot.t, 0), P);
   ot.info = 0;
   return ot;
 }
@@ -927,10 +967,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   for (int i = 0; i < kSAcc; ++i) s[i] = 0.f;
   RingSlot slot;
   int iter = 0;
-  int t = blockIdx.x;
   TileTrace trace;
   TileTrace::cta_time(0, thread, consumer);
-  OpenTile cur = open_tile(P, sh, t, iter);
+  OpenTile cur = open_tile(P, sh, iter);
   // The S product of a tile's first block is issued before the previous tile's
   // epilogue (below, except for the CTA's first tile), so that the tensor cores
   // have work across tile boundaries.
@@ -945,7 +984,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     fence_operands(s);
   }
   while (true) {
-    trace.open(consumer, iter, thread, t);
+    trace.open(consumer, iter, thread, cur.t);
     const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
     RowStats st;
     bool o_written = false;  // O holds this tile's first PV product (else garbage)
@@ -1035,15 +1074,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
 
     // The next tile of the schedule, opened now so that its first S product can be
     // issued together with this tile's last PV product.
-    const int t_next = t + gridDim.x;
-    const bool more = t_next < P.num_tiles;
-    OpenTile next;
-    next.live = false;
-    if (more) {
-      const uint32_t t0 = trace.now();
-      next = open_tile(P, sh, t_next, iter + 1);
-      trace.add(kTraceWaitQ, trace.now() - t0);
-    }
+    const uint32_t t0 = trace.now();
+    OpenTile next = open_tile(P, sh, iter + 1);
+    trace.add(kTraceWaitQ, trace.now() - t0);
+    const bool more = next.t >= 0;
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
     // it (serialising every wgmma of the kernel).
@@ -1094,7 +1128,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     trace.stamp(kTraceEnd);
     if (!more) break;
     cur = next;
-    t = t_next;
     ++iter;
   }
   if (thread == 0) tma_store_wait_all();

@@ -33,7 +33,7 @@ class TensorMap(ctypes.Structure):
 
 
 _SCHEDULE_FIELDS = [("num_m_blocks", ctypes.c_int), ("num_tiles", ctypes.c_int),
-                    ("section", ctypes.c_int)]
+                    ("section", ctypes.c_int), ("tile_counter", ctypes.c_void_p)]
 
 
 def _params_struct() -> type[ctypes.Structure]:
@@ -128,6 +128,22 @@ def sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+# The tile counter of each (device, stream): [next, done], zero before a launch. CTAs
+# claim tiles past their first from it and the last CTA to finish zeroes it, so the
+# launches of one stream (in order) share one and never reset it from the host;
+# streams that may run at the same time each have their own.
+_TILE_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def tile_counter(device: torch.device) -> torch.Tensor:
+    stream = torch.cuda.current_stream(device).cuda_stream
+    key = (device.index or 0, stream)
+    counter = _TILE_COUNTERS.get(key)
+    if counter is None:
+        counter = _TILE_COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return counter
+
+
 def sm90_launch(info: KernelInfo, entry: str, masked: bool, q: torch.Tensor, k: torch.Tensor,
                 v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, scale: float,
                 aux: Sequence[torch.Tensor]) -> Launch:
@@ -148,4 +164,5 @@ def sm90_launch(info: KernelInfo, entry: str, masked: bool, q: torch.Tensor, k: 
     grid = (min(tiles, sm_count(q.device.index or 0)), 1, 1)
     prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks, grid[0],
                                    masked)
+    prm.tile_counter = tile_counter(q.device).data_ptr()
     return Launch(entry, grid, (info.threads, 1, 1), info.smem_bytes, prm)
