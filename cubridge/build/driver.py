@@ -136,6 +136,15 @@ class LoadedModule:
         err, *_ = drv.cuModuleGetGlobal(self.handle, name.encode())
         return err == drv.CUresult.CUDA_SUCCESS
 
+    def zero_global(self, name: str) -> None:
+        """Zero a __device__ variable (stream-ordered on the current stream)."""
+        drv = _driver()
+        ptr, size = _check(drv.cuModuleGetGlobal(self.handle, name.encode()),
+                           f"looking up global {name!r} in the cubin")
+        with torch.cuda.device(self.device):
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            _check(drv.cuMemsetD8Async(ptr, 0, size, drv.CUstream(stream)), f"zeroing {name!r}")
+
     def read_global(self, name: str, nbytes: int) -> bytes:
         """Copy a __device__/__constant__ variable's bytes to the host."""
         drv = _driver()

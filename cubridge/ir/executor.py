@@ -135,6 +135,7 @@ def _bind_problem(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch
     kernel.seqlen_q, kernel.seqlen_k, kernel.head_dim, kernel.head_dim_v = sq, sk, d, dv
     kernel.dtype = q.dtype
     kernel.aux = {n: t.detach().cpu() for n, t in aux.items()}
+    kernel._launch_counters = {}  # (launch_counter: zero at every launch)
     return kernel.o, kernel.lse
 
 

@@ -217,6 +217,38 @@ class KernelBase(HookDefaults):
             cta.buffers.append(buf)
         return buf.tile()
 
+    def launch_counter(self, name: str, size: int = 1) -> Global:
+        """An int32 array in global memory shared by every CTA of the launch and
+        zero at its start (a work counter the CTAs claim tiles from, for
+        instance); reached only through `atomic_add`. The same name gives the same
+        array for the rest of the launch."""
+        w, loc = self._enter("launch_counter")
+        counters = self.__dict__.setdefault("_launch_counters", {})
+        g = counters.get(name)
+        if g is None:
+            if not isinstance(size, int) or size <= 0:
+                raise ProgramError(f"launch_counter: size must be a positive int, got {size!r}",
+                                   loc=loc, worker=w.name)
+            g = counters[name] = Global(name, torch.zeros(size, dtype=torch.int32))
+        elif g.shape != (size,):
+            raise ProgramError(f"launch_counter {name!r} has {g.shape[0]} elements, asked "
+                               f"for {size}", loc=loc, worker=w.name)
+        return g
+
+    def atomic_add(self, counter: Global, index: int, value: int) -> int:
+        """Fetch-and-add on element `index` of a launch counter (atomicAdd):
+        returns the value before the add. Atomic across every worker and CTA."""
+        w, loc = self._enter("atomic_add", prologue=False)
+        if counter is not self.__dict__.get("_launch_counters", {}).get(counter.name):
+            raise ProgramError(f"atomic_add: {counter.name!r} is not a launch counter of "
+                               "this kernel (see launch_counter)", loc=loc, worker=w.name)
+        if not 0 <= int(index) < counter.shape[0]:
+            raise ProgramError(f"atomic_add: index {index} out of range for {counter.name!r} "
+                               f"of {counter.shape[0]}", loc=loc, worker=w.name)
+        old = int(counter._data[index])
+        counter._data[index] = old + int(value)
+        return old
+
     def _check_smem(self, loc: SourceLoc, w: Worker) -> None:
         cta = self._cta
         limit = limits.SMEM_LIMIT[cta.arch]

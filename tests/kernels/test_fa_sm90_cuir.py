@@ -90,7 +90,7 @@ def test_ctas_walk_the_tile_schedule(shape, causal):
     m_blocks = math.ceil(sq / 128)
     tiles = b * hq * m_blocks
     assert kernel.grid() == (min(tiles, sms), 1, 1)
-    section = schedule_section(hq, hk, sk, 64, 2, m_blocks, kernel.grid()[0], masked=causal)
+    section = schedule_section(hq, hk, sk, 64, 2, m_blocks, kernel.grid()[0])
     assert kernel.section() == section
     order = [kernel.tile_at(t) for t in range(tiles)]
     assert sorted(order) == sorted((bb, h, m) for bb in range(b) for h in range(hq)
@@ -101,24 +101,21 @@ def test_ctas_walk_the_tile_schedule(shape, causal):
         chunk = order[start * m_blocks:(start + pairs) * m_blocks]
         assert {bb * hq + h for bb, h, _ in chunk} == set(range(start, start + pairs))
         assert [m for _, _, m in chunk] == sorted((m for _, _, m in chunk), reverse=True)
-    grid = kernel.grid()[0]
-    assert [kernel.cta_tiles(c) for c in range(grid)] == [order[c::grid] for c in range(grid)]
 
 
 def test_section_is_the_launchers():
     import itertools
 
     from cubridge.kernels.fa_sm90 import cuir, launch
-    assert (cuir.ROWS_PER_CONSUMER, cuir.L2_SECTION_BYTES, cuir.SECTION_WAVES_MASKED) == (
-        launch.ROWS_PER_CONSUMER, launch.L2_SECTION_BYTES, launch.SECTION_WAVES_MASKED)
+    assert (cuir.ROWS_PER_CONSUMER, cuir.L2_SECTION_BYTES) == (
+        launch.ROWS_PER_CONSUMER, launch.L2_SECTION_BYTES)
     for (hq, hk), sk, sq, d, sms, causal, dtype in itertools.product(
             [(32, 32), (64, 8), (8, 1), (3, 3)], [64, 4096, 60000], [100, 4096], [64, 128],
             [2, 132], [False, True], [torch.bfloat16, torch.float16]):
         kernel = _bind(FaSm90(num_sms=sms, causal=causal), 2, hq, hk, sq, sk, d)
         kernel.dtype = dtype
         m_blocks = math.ceil(sq / 128)
-        assert kernel.section() == schedule_section(hq, hk, sk, d, 2, m_blocks, kernel.grid()[0],
-                                                    masked=causal)
+        assert kernel.section() == schedule_section(hq, hk, sk, d, 2, m_blocks, kernel.grid()[0])
 
 
 def test_key_walk_skips_blocks_empty_for_every_consumer():
@@ -207,6 +204,11 @@ class Traced(FaSm90):
         self._rec("commit")
         super().commit()
 
+    def claim_tile(self):
+        t = super().claim_tile()
+        self._rec(f"claim {t}")
+        return t
+
     def wait_group(self, n):
         self._rec(f"wait_group {n}")
         super().wait_group(n)
@@ -247,18 +249,23 @@ CONSUMER0 = [
     "arrive k_empty0", "wait k_full1 1", "sync mma_token0", "S=QK", "commit",
     "wait v_full0 1", "O=PV", "commit", "arrive mma_token1", "wait_group 1", "arrive k_empty1",
     "wait_group 0", "arrive v_empty0",
-    "arrive q_empty1",
+    "arrive q_empty1", "wait q_full0 1",  # (the producer's word: no more tiles)
     # the CTA's last tile: the last PV alone
     "wait v_full1 1", "sync mma_token0", "O+=PV", "commit", "arrive mma_token1", "wait_group 0",
     "arrive v_empty1", "epilogue",
 ]
 
+# one CTA: tile 0 is its own, tile 1 it claims with tile 0's last block, and the
+# claim with tile 1's last (2, past the schedule) ends it: index -1 in Q buffer 0
 PRODUCER = ["expect_tx q_full0",
             "wait k_empty0 1", "expect_tx k_full0", "wait v_empty0 1", "expect_tx v_full0",
+            "claim 1",
             "wait k_empty1 1", "expect_tx k_full1", "wait v_empty1 1", "expect_tx v_full1",
             "expect_tx q_full1",
             "wait k_empty0 0", "expect_tx k_full0", "wait v_empty0 0", "expect_tx v_full0",
-            "wait k_empty1 0", "expect_tx k_full1", "wait v_empty1 0", "expect_tx v_full1"]
+            "claim 2",
+            "wait k_empty1 0", "expect_tx k_full1", "wait v_empty1 0", "expect_tx v_full1",
+            "wait q_empty0 0", "arrive q_full0"]
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -364,7 +371,8 @@ class SigmoidNothingFirst(FaSm90):
 def test_tiles_without_key_blocks_write_zeros_between_live_tiles():
     q, k, v = _qkv(1, 4, 4, 300, 200, seed=8)
     kernel = _bind(SigmoidNothingFirst(num_sms=1), 1, 4, 4, 300, 200)
-    live = [m > 0 for _, _, m in kernel.cta_tiles(0)]
+    # one CTA runs every tile, in schedule order
+    live = [kernel.tile_at(t)[2] > 0 for t in range(kernel.num_tiles())]
     pairs = list(zip(live[:-1], live[1:], strict=True))
     # a live tile then one without blocks, and one without blocks then a live one
     assert (True, False) in pairs and (False, True) in pairs

@@ -45,8 +45,12 @@ def _source(macros: dict[str, str], trace: bool) -> str:
     return "".join(f"#define {k} {v}\n" for k, v in defs.items()) + fa_sm90.source.read_text()
 
 
+def _module(kernel):
+    return load_cubin(kernel.compiled.key, kernel.compiled.cubin_path, torch.device("cuda"))
+
+
 def _read_trace(kernel, consumers: int) -> tuple[np.ndarray, np.ndarray]:
-    module = load_cubin(kernel.compiled.key, kernel.compiled.cubin_path, torch.device("cuda"))
+    module = _module(kernel)
     n = TRACE_CTAS * consumers * TRACE_TILES * len(FIELDS)
     rows = np.frombuffer(module.read_global("cubridge_tile_trace", 4 * n), dtype=np.uint32)
     cta = np.frombuffer(module.read_global("cubridge_cta_time", 8 * 2 * TRACE_CTAS),
@@ -60,9 +64,11 @@ def _diff(a, b):
     return (b - a) % (1 << 32)
 
 
-def summarize(rows: np.ndarray, cta: np.ndarray, grid: int, tiles_per_cta: list[int]) -> dict:
+def summarize(rows: np.ndarray, cta: np.ndarray, grid: int) -> dict:
     """Per consumer: where the cycles of its tiles went, and a fit of tile time
-    against blocks; per CTA: how evenly the persistent grid finished."""
+    against blocks; per CTA: how evenly the persistent grid finished. A CTA's
+    tiles are its rows with an end stamp (the trace is zeroed before the run)."""
+    tiles_per_cta = [int((rows[i, 0, :, 3] != 0).sum()) for i in range(grid)]
     out = {}
     for c in range(rows.shape[1]):
         per_tile = []
@@ -80,17 +86,22 @@ def summarize(rows: np.ndarray, cta: np.ndarray, grid: int, tiles_per_cta: list[
                                  "wait_token": int(r[i, 6]), "wait_q": int(r[i, 7])})
         blocks = np.array([t["blocks"] for t in per_tile], dtype=float)
         dur = np.array([t["dur"] for t in per_tile], dtype=float)
-        a, b = np.polyfit(blocks, dur, 1)
-        total = dur.sum()
         steady_blocks = np.maximum(blocks - 1, 1)
+        steady_per_block = float(np.median(
+            [t["steady"] / sb for t, sb in zip(per_tile, steady_blocks, strict=True)
+             if t["blocks"] > 1]))
+        if np.ptp(blocks) > 0:
+            a, b = np.polyfit(blocks, dur, 1)
+        else:  # (every tile the same length: the steady blocks' cost, the rest per tile)
+            a = steady_per_block
+            b = float(dur.mean() - a * blocks[0])
+        total = dur.sum()
         s = {k: float(sum(t[k] for t in per_tile)) for k in per_tile[0] if k != "blocks"}
         out[f"consumer{c}"] = {
             "tiles": len(per_tile), "blocks": int(blocks.sum()),
             "cycles_per_block_fit": a, "cycles_per_tile_fit": b,
             "tile_overhead_in_blocks": b / a,
-            "steady_cycles_per_block": float(np.median(
-                [t["steady"] / sb for t, sb in zip(per_tile, steady_blocks, strict=True)
-                 if t["blocks"] > 1])),
+            "steady_cycles_per_block": steady_per_block,
             "share_of_cycles": {k: s[k] / total for k in
                                 ("first", "steady", "boundary", "gap", "wait_k", "wait_v",
                                  "wait_token", "wait_q")},
@@ -121,14 +132,15 @@ def render(data: dict) -> str:
         sh = c0["share_of_cycles"]
         lines.append(
             f"| {r['candidate']} | {r['mode']} | {r['tflops']:.1f} | {r['tflops_traced']:.1f} "
-            f"| {c0['cycles_per_block_fit']:.0f} | {c0['tile_overhead_in_blocks']:.2f} "
+            f"| {c0['cycles_per_block_fit']:.0f} | {c0['tile_overhead_in_blocks']:.2f} | "
             + " | ".join(f"{100 * sh[k]:.1f}%" for k in
                          ("first", "steady", "boundary", "wait_k", "wait_v", "wait_token",
                           "wait_q"))
             + f" | {r['summary']['grid']['balance']:.3f} |")
     lines += ["", "Shares are of consumer 0's cycles over its tiles (waits are inside the "
-              "phases); the fit is tile cycles = a * blocks + b, overhead = b / a; balance = "
-              "mean CTA time / makespan (global timer)."]
+              "phases); the fit is tile cycles = a * blocks + b, overhead = b / a (with tiles "
+              "all of one length, a is the steady blocks' median cost); balance = mean CTA "
+              "time / makespan (global timer)."]
     return "\n".join(lines) + "\n"
 
 
@@ -170,7 +182,8 @@ def main() -> None:
                     sys.exit(f"{name} {mode} trace={trace}: wrong output (rel err {err:.3g})")
                 timed[trace] = do_bench(run, warmup=100, rep=300, return_mode="median")
                 if trace:
-                    torch.cuda.synchronize()
+                    for name_ in ("cubridge_tile_trace", "cubridge_cta_time"):
+                        _module(kernel).zero_global(name_)
                     run()
                     torch.cuda.synchronize()
                     info = kernel.compiled.resources_of(fa_sm90.entry)
@@ -178,8 +191,7 @@ def main() -> None:
                     rows, cta = _read_trace(kernel, consumers)
             num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
             grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
-            per_cta = [len(range(i, num_tiles, grid)) for i in range(grid)]
-            summary = summarize(rows, cta, grid, per_cta)
+            summary = summarize(rows, cta, grid)
             (args.out / f"rows-{name}-{mode}.json").write_text(json.dumps(
                 rows[:grid].tolist()))
             runs.append({"candidate": name, "macros": macros, "mode": mode,

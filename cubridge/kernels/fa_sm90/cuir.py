@@ -1,17 +1,21 @@
 """CuIR of fa_sm90 (fa_sm90.cu): a FlashAttention-3-class forward kernel for
 Hopper (sm90), step for step as the CUDA kernel is built.
 
-A persistent grid of min(tiles, num_sms) CTAs; CTA c runs the tiles c, c + grid,
-... of the schedule (`tile_at`): sections of `section` (batch, head) pairs
-(launch.schedule_section, three waves when the hooks mask), query blocks
-last-first inside a section. A CTA has 1 + block_m / 64 warpgroups:
+A persistent grid of min(tiles, num_sms) CTAs over the schedule (`tile_at`):
+sections of `section` (batch, head) pairs (launch.schedule_section, about one
+wave of tiles), query blocks last-first inside a section. CTA c's first tile is
+tile c; each later one it claims from a launch counter (grid + the counter's
+value before an atomic add), with its current tile's last key block: tiles go
+to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
 
-- producer (warpgroup 0; one warp in the CUDA, lane 0 issuing): per tile,
-  whether it visits any key block and Q into Q buffer iter % 2 (q_full /
-  q_empty), then for each visited key block (kv_block_range walked from hi - 1
-  down to lo, blocks EMPTY for every consumer's 64 rows skipped) its BlockInfo
-  (index, last-of-tile flag, kind for each consumer's rows) with K, then V, into the
-  ring of `stages` slots (k_full / k_empty, v_full / v_empty). The producer
+- producer (warpgroup 0; one warp in the CUDA, lane 0 issuing): per tile, its
+  schedule index, whether it visits any key block and Q into Q buffer
+  iter % 2 (q_full / q_empty), then for each visited key block (kv_block_range
+  walked from hi - 1 down to lo, blocks EMPTY for every consumer's 64 rows
+  skipped) its BlockInfo (index, last-of-tile flag, kind for each consumer's
+  rows) with K, then V, into the ring of `stages` slots (k_full / k_empty,
+  v_full / v_empty). Past the last tile it claims, it writes index -1 into the
+  next Q buffer's word and completes its q_full without a copy. The producer
   evaluates every block hook; the consumers read its classification;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
   CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
@@ -19,8 +23,9 @@ last-first inside a section. A CTA has 1 + block_m / 64 warpgroups:
   token, S of this block, PV of the previous one (the tile's first PV
   overwrites O), pass the token, wait_group(1), release K, logits, softmax,
   wait_group(0), release V, rescale O if a row max moved, P. Then release Q,
-  open the next tile (wait for its Q) and issue the last PV with the next
-  tile's first S under one token hold, epilogue, wait_group(0) for that S.
+  open the next tile (wait for its Q buffer's word: index -1 ends the CTA) and
+  issue the last PV with the next tile's first S under one token hold,
+  epilogue, wait_group(0) for that S.
 
 Softmax in exp2 with the lazy rescale: a row max moves only when a block raises
 it by more than RESCALE_THRESHOLD (CUBRIDGE_RESCALE_THRESHOLD, log2 units). A
@@ -51,7 +56,11 @@ are the hook's own reads moved, not modelled; an index-only mask_mod
 (CUBRIDGE_HOOKS_MASK_INDEX_ONLY) is evaluated by the CUDA into per-thread bits
 before the block's S product is issued and applied after it retires, where
 the IR masks the scores (`scores`) after the wait: the same pairs either way;
-setmaxnreg and the swizzled layouts have no IR form.
+setmaxnreg and the swizzled layouts have no IR form. The CUDA's last CTA to
+finish zeroes the tile counter for the next launch on its stream (a second
+element counts finished CTAs); every IR launch starts with a fresh counter.
+The IR runs CTAs one after another, so CTA 0 claims every tile past the first
+wave: one of the assignments the GPU may make, with the same outputs.
 """
 
 from __future__ import annotations
@@ -73,15 +82,15 @@ TOKEN_THREADS = 256  # an mma token barrier: the taker's warpgroup and the passe
 # allow-list), so it is restated here; tests/kernels/test_fa_sm90_cuir.py checks
 # that the two agree.
 L2_SECTION_BYTES = 24 << 20
-SECTION_WAVES_MASKED = 3
 
 
 class OpenTile:
     """A consumer's view of one tile: where it is, its Q buffer, and whether it
-    visits any key block (the producer's word, read after Q landed)."""
+    visits any key block (the producer's words, read after Q landed)."""
 
-    def __init__(self, b: int, h: int, m_block: int, qb: int, live: bool):
-        self.b, self.h, self.m_block, self.qb, self.live = b, h, m_block, qb, live
+    def __init__(self, t: int, b: int, h: int, m_block: int, qb: int, live: bool):
+        self.t, self.b, self.h, self.m_block, self.qb = t, b, h, m_block, qb
+        self.live = live
 
 
 class BlockInfo:
@@ -140,13 +149,12 @@ class FaSm90(AttentionKernelBase):
 
     def section(self) -> int:
         """(batch, head) pairs per schedule section, as launch.schedule_section
-        computes it (whole GQA groups; about one wave of tiles, three under a
-        mask; never more K/V than the L2 budget)."""
+        computes it (whole GQA groups; about one wave of tiles; never more K/V
+        than the L2 budget)."""
         group = self.heads_q // self.heads_kv
         kv_bytes = (2 * self.seqlen_k * self.head_dim * self.dtype.itemsize * self.heads_kv
                     // self.heads_q)  # per query head
-        waves = SECTION_WAVES_MASKED if self.has_mask_mod else 1
-        wave_heads = max(1, round(self.grid()[0] / max(self.num_m_blocks(), 1))) * waves
+        wave_heads = max(1, round(self.grid()[0] / max(self.num_m_blocks(), 1)))
         budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
         return group * max(1, min(-(-wave_heads // group), budget))
 
@@ -216,6 +224,9 @@ class FaSm90(AttentionKernelBase):
         # visits any key block
         self.info_s = self.alloc(SMEM, (2 + c,), torch.int32, stages=st, name="block_info")
         self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_live")
+        self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_index")
+        # [next, done]: the tiles claimed past each CTA's first (done: see above)
+        self.tile_counter = self.launch_counter("tile_counter", 2)
         self.q_full = self.barriers(Q_BUFFERS, 1)
         self.q_empty = self.barriers(Q_BUFFERS, c)  # CUDA: 4 * c, one arrival per warp
         self.k_full = self.barriers(st, 1)
@@ -230,8 +241,9 @@ class FaSm90(AttentionKernelBase):
         for i in range(c):
             self.bind(self.consumer, i, cta, warpgroup=1 + i, name=f"consumer{i}")
 
-    def cta_tiles(self, cta: int) -> list[tuple[int, int, int]]:
-        return [self.tile_at(t) for t in range(cta, self.num_tiles(), self.grid()[0])]
+    def claim_tile(self) -> int:
+        """The schedule index of this CTA's next tile (>= num_tiles: none)."""
+        return self.grid()[0] + self.atomic_add(self.tile_counter, 0, 1)
 
     # -- producer warpgroup -----------------------------------------------------------------
 
@@ -254,24 +266,41 @@ class FaSm90(AttentionKernelBase):
                             self.v_full[i])
             slot.advance()
 
-        for it, (b, h, m_block) in enumerate(self.cta_tiles(cta)):
+        t, it = cta, 0  # a CTA's first tile is its own index
+        while True:
+            b, h, m_block = self.tile_at(t)
             qb = it % Q_BUFFERS
             walk = self.key_walk(b, h, m_block)
             if it >= Q_BUFFERS:  # the consumers released this buffer's previous tile
                 self.q_empty[qb].wait((it // Q_BUFFERS - 1) & 1)
+            self.store(self.index_s[qb], torch.tensor([t], dtype=torch.int32))
             self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
             self.q_full[qb].arrive_expect_tx(self.q_s[qb].nbytes)
             self.copy_async(self.q_s[qb],
                             self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
                             self.q_full[qb])
+            t_next = None
             for j, (n, kinds) in enumerate(walk):
-                load_kv(b, h, n, kinds, j == len(walk) - 1)
+                last = j == len(walk) - 1
+                if last:  # the next tile, claimed with this one's last block
+                    t_next = self.claim_tile()
+                load_kv(b, h, n, kinds, last)
+            if t_next is None:  # (a tile without live blocks)
+                t_next = self.claim_tile()
+            it += 1
+            if t_next >= self.num_tiles():  # no next tile: say so in the next Q buffer
+                qe = it % Q_BUFFERS
+                if it >= Q_BUFFERS:
+                    self.q_empty[qe].wait((it // Q_BUFFERS - 1) & 1)
+                self.store(self.index_s[qe], torch.tensor([-1], dtype=torch.int32))
+                self.q_full[qe].arrive()
+                return
+            t = t_next
 
     # -- consumer warpgroups ----------------------------------------------------------------
 
     def consumer(self, wg: int, cta: int) -> None:
         rows, bn, dv = ROWS_PER_CONSUMER, self.block_n, self.head_dim_v
-        num_tiles, grid = self.num_tiles(), self.grid()[0]
         s_acc = self.alloc(RMEM, (rows, bn), torch.float32)
         o_acc = self.alloc(RMEM, (rows, dv), torch.float32)
         slot = PipelineState(self.stages)  # in lockstep with the producer's walk
@@ -326,12 +355,15 @@ class FaSm90(AttentionKernelBase):
             slot.advance()
             return pv
 
-        def open_tile(t: int, it: int) -> OpenTile:
-            """The it-th tile of this CTA (schedule index t): wait for its Q."""
-            b, h, m_block = self.tile_at(t)
+        def open_tile(it: int) -> OpenTile | None:
+            """The it-th tile of this CTA: wait for its Q buffer; None: no more."""
             qb = it % Q_BUFFERS
             self.q_full[qb].wait((it // Q_BUFFERS) & 1)
-            return OpenTile(b, h, m_block, qb, bool(self.load(self.live_s[qb])[0]))
+            t = int(self.load(self.index_s[qb])[0])
+            if t < 0:
+                return None
+            b, h, m_block = self.tile_at(t)
+            return OpenTile(t, b, h, m_block, qb, bool(self.load(self.live_s[qb])[0]))
 
         def q_rows(tile: OpenTile):
             return self.q_s[tile.qb].rows(wg * rows, rows)
@@ -339,8 +371,8 @@ class FaSm90(AttentionKernelBase):
         if wg == self.consumers - 1:
             pass_token()  # the last consumer hands the first token to consumer 0
         self.store(o_acc, tm.full((rows, dv), 0.0))  # O defined once, before any wgmma
-        t, it = cta, 0
-        cur = open_tile(t, it)
+        it = 0
+        cur = open_tile(it)
         first = issue(q_rows(cur), None) if cur.live else None  # the CTA's first tile
         while True:
             b, h, m_block = cur.b, cur.h, cur.m_block
@@ -358,9 +390,7 @@ class FaSm90(AttentionKernelBase):
 
             # The next tile, opened now so that its first S is issued with this
             # tile's last PV (the cases of the CUDA, each straight-line there).
-            t_next = t + grid
-            more = t_next < num_tiles
-            nxt = open_tile(t_next, it + 1) if more else None
+            nxt = open_tile(it + 1)
             next_live = nxt is not None and nxt.live
             first = None
             if prev is not None and nxt is not None and next_live:  # the common case
@@ -385,4 +415,4 @@ class FaSm90(AttentionKernelBase):
                 self.wait_group(0)  # the next tile's first S, retired before the paths join
             if nxt is None:
                 break
-            cur, t, it = nxt, t_next, it + 1
+            cur, it = nxt, it + 1

@@ -1143,9 +1143,6 @@ using fa_sm90::Sm90Params;
 CUBRIDGE_EXPORT_KERNEL_INFO(fa_sm90::kBlockM, fa_sm90::kBlockN, fa_sm90::kThreads, fa_sm90::kSmemBytes,
                             fa_sm90::kHeadDim, fa_sm90::kStages);
 
-// Whether the hooks mask (the launcher orders its tile schedule by it).
-extern "C" __constant__ int cubridge_sm90_masked = cubridge_hooks::kHasMaskMod ? 1 : 0;
-
 // Persistent grid: (min(tiles, SMs), 1, 1).
 extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
     fa_sm90_fwd(const __grid_constant__ Sm90Params P) {

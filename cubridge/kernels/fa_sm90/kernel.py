@@ -5,19 +5,16 @@ its architecture (wgmma and setmaxnreg exist on sm_90a only)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from cubridge.build.arch import parse_arch
-from cubridge.build.attention_op import AttentionKernel, KernelInfo
+from cubridge.build.attention_op import KernelInfo
 from cubridge.build.compile import CompiledKernel
-from cubridge.build.driver import load_cubin
 from cubridge.build.errors import UnsupportedArchError
 from cubridge.kernels.abi import Launch
 from cubridge.kernels.fa_sm90.launch import ROWS_PER_CONSUMER, sm90_launch
@@ -82,28 +79,7 @@ class FaSm90Kernel(LibraryKernel):
         return super().compile(head_dim, dtype, arch, causal=causal, hooks_header=hooks_header,
                                config=config, **kwargs)
 
-    def attention_kernel(self, compiled: CompiledKernel, head_dim: int,
-                         dtype: torch.dtype) -> AttentionKernel:
-        # the launch reads the build's own facts from its cubin (cubridge_sm90_masked)
-        return AttentionKernel(compiled, self.entry, head_dim, dtype,
-                               functools.partial(self._launch_build, compiled))
-
     def launch(self, info: KernelInfo, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, scale: float,
                aux: Sequence[torch.Tensor]) -> Launch:
-        """Without the build at hand: schedule as for a masked build (safe for any)."""
-        return sm90_launch(info, self.entry, True, q, k, v, out, lse, scale, aux)
-
-    def _launch_build(self, compiled: CompiledKernel, info: KernelInfo, q: torch.Tensor,
-                      k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                      scale: float, aux: Sequence[torch.Tensor]) -> Launch:
-        masked = _masked(compiled.key, compiled.cubin_path, q.device.index or 0)
-        return sm90_launch(info, self.entry, masked, q, k, v, out, lse, scale, aux)
-
-
-@functools.cache
-def _masked(key: str, cubin_path: Path, device_index: int) -> bool:
-    """Whether a build's hooks mask, read once per build and device: the read is a
-    device-to-host copy, which would stall the launch queue on every call."""
-    module = load_cubin(key, cubin_path, torch.device("cuda", device_index))
-    return module.read_global("cubridge_sm90_masked", 4) != bytes(4)
+        return sm90_launch(info, self.entry, q, k, v, out, lse, scale, aux)
