@@ -2,7 +2,9 @@
 //
 // A persistent grid: each CTA loops over (batch, head, query block) tiles of
 // kBlockM rows, in an order that keeps the heads of one L2-sized section
-// together and runs the longest query blocks (causal) first. A CTA holds
+// together and runs the longest query blocks (causal) first. A CTA's first tile
+// is its own index; it claims each later one from a launch-wide counter as it
+// frees up, so tiles of unequal length balance across the grid. A CTA holds
 // kConsumers + 1 warpgroups:
 //
 //   producer  (warpgroup 0, one thread, few registers): TMA loads of Q once per

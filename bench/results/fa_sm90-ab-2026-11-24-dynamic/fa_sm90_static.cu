@@ -1,0 +1,1153 @@
+// fa_sm90: a FlashAttention-3-class forward kernel for Hopper (sm_90a).
+//
+// A persistent grid: each CTA loops over (batch, head, query block) tiles of
+// kBlockM rows, in an order that keeps the heads of one L2-sized section
+// together and runs the longest query blocks (causal) first. A CTA holds
+// kConsumers + 1 warpgroups:
+//
+//   producer  (warpgroup 0, one thread, few registers): TMA loads of Q once per
+//             tile, then K and V of each visited key block into a ring of
+//             kStages slots, each slot guarded by full / empty mbarriers.
+//   consumers (warpgroups 1..kConsumers, many registers): 64 query rows each.
+//             wgmma S = Q K^T (both from shared memory), online softmax in
+//             registers, wgmma O += P V with P from registers.
+//
+// Within a consumer, S of key block j is issued before the PV product of block
+// j-1 and its softmax runs while that PV product executes (two commit groups).
+// Across consumers, named barriers pass a token round-robin: a consumer issues
+// its gemms only while holding it, so one warpgroup's softmax runs while the
+// tensor cores work on the other's gemms. The epilogue normalises O, stages it
+// in shared memory and writes it with a TMA store (rows past Sq are clipped),
+// and writes the LSE.
+//
+// Variant logic enters only through "cubridge_hooks.cuh" (docs/hooks.md): the
+// producer walks the key blocks (kv_block_range, EMPTY blocks per block_kind
+// skipped), classifies each for every consumer's 64 rows and passes that with
+// the block (BlockInfo), so the consumers evaluate no block hook; a consumer
+// masks per element where the block is PARTIAL for its rows or holds a tail.
+//
+// Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128), CUBRIDGE_BLOCK_M (64 rows per
+// consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_DTYPE_FP16.
+#include <type_traits>
+
+#include "fwd_params.cuh"
+#include "hook_types.cuh"
+#include "sm90_primitives.cuh"
+#include "sm90_wgmma.cuh"
+// This kernel divides O by a header's CUBRIDGE_HOOKS_ACTIVATION_SCALE in its
+// epilogue, so a header may scale a bounded activation up (docs/hooks.md).
+#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1
+#include "cubridge_hooks.cuh"
+
+#ifndef CUBRIDGE_HEAD_DIM
+#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64 or -DCUBRIDGE_HEAD_DIM=128"
+#endif
+#ifndef CUBRIDGE_BLOCK_M
+#define CUBRIDGE_BLOCK_M 128
+#endif
+#ifndef CUBRIDGE_BLOCK_N
+#define CUBRIDGE_BLOCK_N 128
+#endif
+#ifndef CUBRIDGE_STAGES
+#define CUBRIDGE_STAGES 2
+#endif
+
+namespace fa_sm90 {
+using namespace cubridge;
+using namespace cubridge::sm90;
+namespace hooks = cubridge_hooks;
+
+#if defined(CUBRIDGE_DTYPE_FP16)
+using Element = __half;
+#else
+using Element = __nv_bfloat16;
+#endif
+using FwdParams = FwdParamsOf<Element>;
+
+constexpr int kHeadDim = CUBRIDGE_HEAD_DIM;
+constexpr int kBlockM = CUBRIDGE_BLOCK_M;
+constexpr int kBlockN = CUBRIDGE_BLOCK_N;
+constexpr int kStages = CUBRIDGE_STAGES;
+// Q tiles in shared memory: with two, the next tile's Q loads while this one runs.
+#ifndef CUBRIDGE_Q_BUFFERS
+#define CUBRIDGE_Q_BUFFERS 2
+#endif
+constexpr int kQBuffers = CUBRIDGE_Q_BUFFERS;
+constexpr int kRowsPerConsumer = 64;  // wgmma's M
+constexpr int kConsumers = kBlockM / kRowsPerConsumer;
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kPanelCols = 64;  // one 128-byte swizzle span of 16-bit elements
+constexpr int kPanels = kHeadDim / kPanelCols;
+constexpr int kQkSteps = kHeadDim / 16;  // k-steps of S = Q K^T
+constexpr int kPvSteps = kBlockN / 16;   // k-steps of O += P V
+constexpr int kSAcc = kBlockN / 2;       // S accumulators per thread
+constexpr int kOAcc = kHeadDim / 2;      // O accumulators per thread
+// Registers per thread after reallocation: the producer gives up what consumers take.
+constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
+constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLog2e = 1.4426950408889634f;
+
+static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
+static_assert(kBlockM % kRowsPerConsumer == 0 && (kConsumers == 2 || kConsumers == 3),
+              "block_m is 2 or 3 consumer warpgroups of 64 rows");
+static_assert(kBlockN % 16 == 0 && kBlockN <= 192, "key blocks are whole k-steps, wgmma n <= 192");
+static_assert(kStages >= 2, "the K/V ring needs at least two slots");
+static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
+              "register reallocation exceeds the register file");
+
+// Shared tiles are stored as kPanels column panels of 64 elements, each [rows x 128
+// B] with the 128-byte swizzle (what TMA writes and wgmma reads).
+template <int kRows>
+struct SwizzledTile {
+  static constexpr int kPanelBytes = kRows * 128;
+  static constexpr int kBytes = kPanels * kPanelBytes;
+  alignas(1024) Element data[kRows * kHeadDim];
+
+  __device__ __forceinline__ uint32_t base() const { return smem_addr(data); }
+  __device__ __forceinline__ void* panel(int p) {
+    return reinterpret_cast<char*>(data) + p * kPanelBytes;
+  }
+};
+
+// mask_mod's staged reads (docs/hooks.md): the key-only reads of each key block
+// are loaded by the producer warp into a shared ring beside K (so a masked block
+// reads them from shared memory, not with a global load per element), and the
+// query-only reads of a consumer's two rows are loaded into registers once per
+// tile. Headers that provide them define CUBRIDGE_HOOKS_STAGED_READS (generated
+// ones do); with others nothing is staged.
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+constexpr int kKeyStagedReads = hooks::kKeyStaged;
+constexpr int kRowStagedReads = hooks::kRowStaged;
+#else
+constexpr int kKeyStagedReads = 0;
+constexpr int kRowStagedReads = 0;
+#endif
+// Headers whose mask_mod reads no aux define CUBRIDGE_HOOKS_MASK_INDEX_ONLY: their
+// mask is evaluated before the block's S product is issued (mask_bits).
+#ifdef CUBRIDGE_HOOKS_MASK_INDEX_ONLY
+constexpr bool kMaskIndexOnly = true;
+#else
+constexpr bool kMaskIndexOnly = false;
+#endif
+// Headers whose score_mod is A * core(B * s) (soft-capping) say so: under softmax
+// B folds into the score scale and A into the exp2 factor, two multiplies fewer
+// per score; the row max and LSE are kept in core units times A (A > 0).
+#ifdef CUBRIDGE_HOOKS_SCORE_AFFINE
+constexpr bool kScoreAffine = hooks::kHasScoreMod && hooks::kNormalizer == Normalizer::Softmax;
+__device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
+                                            const AuxArgs& aux) {
+  return hooks::score_core(s, b, h, q, k, aux);
+}
+constexpr float kScoreIn = kScoreAffine ? hooks::kScoreIn : 1.f;
+constexpr float kScoreOut = kScoreAffine ? hooks::kScoreOut : 1.f;
+#else
+constexpr bool kScoreAffine = false;
+__device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
+                                            const AuxArgs& aux) {
+  return hooks::score_mod(s, b, h, q, k, aux);
+}
+constexpr float kScoreIn = 1.f;
+constexpr float kScoreOut = 1.f;
+#endif
+// Sigmoid headers whose score_mod is B * s + C say so: the scale, B and the
+// exponent's -log2(e) then fold into one FFMA per score.
+#ifdef CUBRIDGE_HOOKS_SIGMOID_EXPONENT
+constexpr bool kSigmoidExponent = hooks::kNormalizer == Normalizer::Elementwise;
+__device__ __forceinline__ float sigmoid_weight(float s, float k1, int b, int h, int q, int k,
+                                                const AuxArgs& aux) {
+  return hooks::activation_of_exponent(
+      fmaf(s, k1, fmaf(-kLog2e, hooks::score_offset(b, h, q, k, aux), hooks::kExponentBias)));
+}
+constexpr float kSigmoidScoreIn = hooks::kScoreIn;
+#else
+constexpr bool kSigmoidExponent = false;
+__device__ __forceinline__ float sigmoid_weight(float s, float, int, int, int, int,
+                                                const AuxArgs&) {
+  return s;
+}
+constexpr float kSigmoidScoreIn = 1.f;
+#endif
+// Headers that scale their elementwise activation up (fp16 sigmoid: weights kept
+// above fp16's subnormal range when P is rounded) say by how much; O is divided
+// back in the epilogue.
+#ifdef CUBRIDGE_HOOKS_ACTIVATION_SCALE
+constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;
+#else
+constexpr float kActivationScale = 1.f;
+#endif
+template <int kReads>
+struct StagedKeyRing {
+  uint32_t v[kStages][kReads][kBlockN];
+  __device__ __forceinline__ void set(int slot, int i, int k, uint32_t x) { v[slot][i][k] = x; }
+  __device__ __forceinline__ const uint32_t* slot(int s) const { return &v[s][0][0]; }
+};
+template <>
+struct StagedKeyRing<0> {
+  __device__ __forceinline__ void set(int, int, int, uint32_t) {}
+  __device__ __forceinline__ const uint32_t* slot(int) const { return nullptr; }
+};
+
+template <int kKeyReads>
+struct SharedStorageOf {
+  SwizzledTile<kBlockM> q[kQBuffers];
+  SwizzledTile<kBlockN> k[kStages];
+  SwizzledTile<kBlockN> v[kStages];
+  SwizzledTile<kBlockM> o;  // epilogue staging for the TMA store
+  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
+  uint64_t k_full[kStages], k_empty[kStages];
+  uint64_t v_full[kStages], v_empty[kStages];
+  // Written by the producer before the arrival that completes the matching
+  // barrier (k_full / q_full), read by the consumers after waiting on it: the
+  // classification of each visited key block (BlockInfo) and whether a tile
+  // visits any key block at all.
+  uint32_t block_info[kStages];
+  int tile_live[kQBuffers];
+  StagedKeyRing<kKeyReads> staged_keys;  // key-only mask reads per ring slot
+};
+// Staged only when the key ring fits beside the tiles (+ 1 KB of alignment slack;
+// else mask_mod reads as written).
+constexpr bool kStagedKeysFit = sizeof(SharedStorageOf<kKeyStagedReads>) + 1024 <= 227 * 1024;
+constexpr bool kStagedMask = kKeyStagedReads + kRowStagedReads > 0 && kStagedKeysFit;
+constexpr int kKeyStaged = kStagedMask ? kKeyStagedReads : 0;
+constexpr int kRowStaged = kStagedMask ? kRowStagedReads : 0;
+using SharedStorage = SharedStorageOf<kKeyStaged>;
+
+
+__device__ __forceinline__ uint32_t key_staged(int i, int b, int h, int k, const AuxArgs& aux) {
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+  if constexpr (kStagedMask) return hooks::key_staged(i, b, h, k, aux);
+#endif
+  return 0u;
+}
+__device__ __forceinline__ uint32_t row_staged(int i, int b, int h, int q, const AuxArgs& aux) {
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+  if constexpr (kStagedMask) return hooks::row_staged(i, b, h, q, aux);
+#endif
+  return 0u;
+}
+__device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Staged rows,
+                                                Staged keys, const AuxArgs& aux) {
+#ifdef CUBRIDGE_HOOKS_STAGED_READS
+  if constexpr (kStagedMask) return hooks::mask_mod_staged(b, h, q, k, rows, keys, aux);
+#endif
+  return hooks::mask_mod(b, h, q, k, aux);
+}
+
+constexpr int kSmemBytes = sizeof(SharedStorage) + 1024;  // + alignment slack
+static_assert(kSmemBytes <= 227 * 1024, "tiles exceed the 227 KB of shared memory a CTA may use");
+
+// Named barriers (0 is __syncthreads): the mma token of each consumer, and each
+// consumer warpgroup's own barrier for the epilogue.
+constexpr int kMmaTokenBarrier = 1;                          // + consumer index
+constexpr int kEpilogueBarrier = kMmaTokenBarrier + kConsumers;  // + consumer index
+
+// Kernel parameters: tensor maps first (64-byte aligned), then the FwdParams every
+// library kernel takes, then the tile schedule. Mirrored by kernels/fa_sm90/launch.py.
+struct Sm90Params {
+  CUtensorMap tma_q, tma_k, tma_v, tma_o;  // 4-D (D, S, H, B); boxes 64 x rows
+  FwdParams p;
+  int num_m_blocks;  // query blocks per (batch, head)
+  int num_tiles;     // batch * heads_q * num_m_blocks
+  int section;       // (batch, head) pairs per L2 section of the schedule
+};
+
+struct Tile {
+  int b, h, m_block;
+};
+
+// Tile t of the schedule: sections of `section` consecutive (batch, head) pairs
+// (GQA heads that share K/V are neighbours); within a section query blocks run
+// last-first (the longest under causal-like masks), then heads.
+__device__ __forceinline__ Tile tile_at(int t, const Sm90Params& P) {
+  const int per_section = P.section * P.num_m_blocks;
+  const int sec = t / per_section;
+  const int r = t - sec * per_section;
+  const int bh0 = sec * P.section;
+  const int sec_size = min(P.section, P.p.batch * P.p.heads_q - bh0);
+  const int mi = r / sec_size;
+  const int bh = bh0 + (r - mi * sec_size);
+  return {bh / P.p.heads_q, bh % P.p.heads_q, P.num_m_blocks - 1 - mi};
+}
+
+// The key blocks a tile visits: [lo, hi) walked from hi - 1 down (partial blocks
+// on the diagonal first), skipping those EMPTY for every consumer's rows. Walked
+// by the producer alone, which classifies each block once per consumer and no
+// more: the classification is its critical path when it reads tables or takes
+// the double interval rules.
+struct KeyWalk {
+  int lo, n;  // next block to consider is n - 1
+  int b, h, q_start, q_end;
+
+  KeyWalk() = default;
+  __device__ __forceinline__ KeyWalk(const FwdParams& p, const Tile& t) {
+    b = t.b;
+    h = t.h;
+    q_start = t.m_block * kBlockM;
+    q_end = min(q_start + kBlockM, p.seqlen_q);
+    const int num_kv_blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
+    const KvRange r = hooks::kv_block_range(b, h, q_start, q_end, kBlockN, num_kv_blocks, p.aux);
+    lo = max(r.lo, 0);
+    n = min(r.hi, num_kv_blocks);
+  }
+  // The next live key block and its kind for each consumer's rows, or -1 when
+  // the walk is over.
+  __device__ __forceinline__ int next(const FwdParams& p, BlockKind (&kinds)[kConsumers]) {
+    while (--n >= lo) {
+      const int k_start = n * kBlockN;
+      const int k_end = min(k_start + kBlockN, p.seqlen_k);
+      bool live = false;
+#pragma unroll
+      for (int c = 0; c < kConsumers; ++c) {
+        const int row0 = q_start + c * kRowsPerConsumer;
+        const int row_end = min(row0 + kRowsPerConsumer, q_end);
+        kinds[c] = row0 < row_end ? hooks::block_kind(b, h, row0, row_end, k_start, k_end, p.aux)
+                                  : BlockKind::Empty;
+        live = live || kinds[c] != BlockKind::Empty;
+      }
+      if (live) return n;
+    }
+    return -1;
+  }
+};
+
+// What the producer tells the consumers about a key block it loads: its index,
+// whether it is the tile's last, and its kind for each consumer's 64 rows. The
+// producer evaluates the block hooks once per block, off the consumers' critical
+// path (they only read this word after waiting for K).
+struct BlockInfo {
+  static constexpr int kIndexBits = 24;
+  static constexpr uint32_t kLast = 1u << kIndexBits;
+  static constexpr int kKindShift = kIndexBits + 2;
+
+  static __device__ __forceinline__ uint32_t pack(int n, bool last, const BlockKind (&kinds)[kConsumers]) {
+    uint32_t w = static_cast<uint32_t>(n) | (last ? kLast : 0u);
+#pragma unroll
+    for (int c = 0; c < kConsumers; ++c) w |= static_cast<uint32_t>(kinds[c]) << (kKindShift + 2 * c);
+    return w;
+  }
+  static __device__ __forceinline__ int index(uint32_t w) { return static_cast<int>(w & (kLast - 1)); }
+  static __device__ __forceinline__ bool last(uint32_t w) { return (w & kLast) != 0u; }
+  static __device__ __forceinline__ BlockKind kind(uint32_t w, int consumer) {
+    return static_cast<BlockKind>((w >> (kKindShift + 2 * consumer)) & 3u);
+  }
+};
+static_assert(BlockInfo::kKindShift + 2 * 3 <= 32, "block info fits 32 bits");
+
+// Position in the K/V ring, shared in lockstep by the producer and the consumers.
+struct RingSlot {
+  int index = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// ---- producer ------------------------------------------------------------------------
+
+// One tile, every 64-column panel of it, by TMA: rows [row, row + kRows) of one
+// (head, batch), completing on `bar` with the tile's bytes (rows out of range
+// arrive as zeros and still count).
+template <int kRows>
+__device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<kRows>& tile,
+                                          uint64_t* bar, int row, int head, int batch) {
+  mbar_arrive_expect_tx(bar, SwizzledTile<kRows>::kBytes);
+#pragma unroll
+  for (int pn = 0; pn < kPanels; ++pn) {
+    tma_load_4d(map, tile.panel(pn), bar, pn * kPanelCols, row, head, batch);
+  }
+}
+
+// The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
+// arrival; the whole warp walks and classifies the key blocks (uniformly) and
+// loads the staged key reads, one position per lane and pass.
+__device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh, int lane) {
+  const FwdParams& p = P.p;
+  RingSlot slot;
+  int iter = 0;
+  for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x, ++iter) {
+    const Tile tile = tile_at(t, P);
+    const int h_kv = tile.h / (p.heads_q / p.heads_k);
+    KeyWalk walk(p, tile);
+    BlockKind kinds[kConsumers];
+    int n = walk.next(p, kinds);
+    const int qb = iter % kQBuffers;
+    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
+    if (lane == 0) {
+      sh.tile_live[qb] = n >= 0;
+      load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
+    }
+    while (n >= 0) {
+      // The next block classified while the ring slot may still be busy: table
+      // reads of data-dependent masks overlap the wait.
+      BlockKind next_kinds[kConsumers];
+      const int next = walk.next(p, next_kinds);
+      const int k_start = n * kBlockN;
+      uint32_t staged[kKeyStaged > 0 ? kKeyStaged : 1][kBlockN / 32];
+      if constexpr (kKeyStaged > 0) {
+#pragma unroll
+        for (int r = 0; r < kBlockN / 32; ++r) {
+          const int k = min(k_start + 32 * r + lane, p.seqlen_k - 1);
+#pragma unroll
+          for (int i = 0; i < kKeyStaged; ++i) staged[i][r] = key_staged(i, tile.b, tile.h, k, p.aux);
+        }
+      }
+      // K's slot is free once every consumer masked the block it held (they read
+      // its staged keys until then).
+      mbar_wait(&sh.k_empty[slot.index], slot.phase ^ 1u);
+      if constexpr (kKeyStaged > 0) {
+#pragma unroll
+        for (int r = 0; r < kBlockN / 32; ++r) {
+#pragma unroll
+          for (int i = 0; i < kKeyStaged; ++i) {
+            sh.staged_keys.set(slot.index, i, 32 * r + lane, staged[i][r]);
+          }
+        }
+        __syncwarp();  // every lane's stores ordered before lane 0's arrival (release)
+      }
+      if (lane == 0) {
+        sh.block_info[slot.index] = BlockInfo::pack(n, next < 0, kinds);
+        load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], k_start, h_kv, tile.b);
+      }
+      mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
+      if (lane == 0) {
+        load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], k_start, h_kv, tile.b);
+      }
+      slot.advance();
+      n = next;
+#pragma unroll
+      for (int c = 0; c < kConsumers; ++c) kinds[c] = next_kinds[c];
+    }
+  }
+}
+
+// ---- consumer: gemms -----------------------------------------------------------------
+
+// S = Q_c K^T for this consumer's 64 rows (both operands K-major in shared memory).
+__device__ __forceinline__ void gemm_qk(float (&s)[kSAcc], const SharedStorage& sh, int qb,
+                                        int slot, int consumer) {
+  const uint32_t q = sh.q[qb].base() + consumer * kRowsPerConsumer * 128;
+  const uint32_t k = sh.k[slot].base();
+  // S's registers are defined before the issue window opens (else the compiler may
+  // materialise them inside it, which serialises every wgmma of the kernel).
+  fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kQkSteps; ++kk) {
+    const uint32_t step = (kk % 4) * 32;  // 16 elements = 32 B into the 128-B span
+    const uint64_t a = smem_desc_sw128(q + (kk / 4) * SwizzledTile<kBlockM>::kPanelBytes + step,
+                                       16, 1024);
+    const uint64_t b = smem_desc_sw128(k + (kk / 4) * SwizzledTile<kBlockN>::kPanelBytes + step,
+                                       16, 1024);
+    Wgmma<Element, kBlockN>::ss(s, a, b, kk > 0 ? 1 : 0);
+  }
+}
+
+// O += P V with P as register fragments; V is the MN-major B operand (its rows are
+// keys, 16 per k-step = 2048 B; its 64-wide column panels are kPanelBytes apart).
+// `accumulate` false: the first PV product of a tile overwrites O (so O is never
+// zeroed by ordinary instructions, which would serialise the wgmma pipeline).
+__device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], uint32_t (&pf)[kPvSteps][4],
+                                        const SharedStorage& sh, int slot, bool accumulate) {
+  const uint32_t v = sh.v[slot].base();
+  fence_operands(o);
+  for (auto& frag : pf) fence_operands(frag);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kPvSteps; ++kk) {
+    const uint64_t b = smem_desc_sw128(v + kk * 16 * 128, SwizzledTile<kBlockN>::kPanelBytes, 1024);
+    Wgmma<Element, kHeadDim>::rs(o, pf[kk], b, kk > 0 || accumulate ? 1 : 0);
+  }
+}
+
+// ---- consumer: scores and softmax ----------------------------------------------------
+
+// This thread's place in the wgmma fragment: rows row0 and row0 + 8 of the
+// consumer's 64, columns 8 * j + col0 + {0, 1}.
+struct FragmentPos {
+  int row0, col0;
+  __device__ __forceinline__ explicit FragmentPos(int thread) {
+    row0 = 16 * (thread / 32) + (thread % 32) / 4;
+    col0 = 2 * (thread % 4);
+  }
+};
+
+// This consumer's staged query-only reads: its two rows' values, per read.
+struct RowStaged {
+  uint32_t v[2][kRowStaged > 0 ? kRowStaged : 1];
+};
+
+// Which of this thread's pairs of a masked key block are allowed, one bit per
+// column (bit 2j + e of word `half`: row row0 + 8 half, key k_base + 8j + col0 + e).
+// Evaluated before the block's S product is issued, while S holds no live values:
+// a mask_mod's index arithmetic then has S's 64 registers to itself (in place on
+// the scores it spilled for masks like the space-time ones). kTail: the block
+// holds the key or query tail (bounds checks, hook indices clamped into range).
+// With staged reads, `rows` holds this thread's rows' values and `keys` the
+// block's (ring slot).
+using MaskBits = uint32_t[2];
+static_assert(kBlockN / 4 <= 32, "a thread's columns of one row fit a 32-bit word");
+
+template <bool kTail>
+__device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, int b, int h,
+                                          int q_base, int k_base, const FragmentPos& pos,
+                                          bool all_masked, const RowStaged& rows,
+                                          const uint32_t* keys) {
+  // Column by column, both rows at once: what a mask computes from the key alone
+  // is used and dropped, not held for all 32 columns until the second row.
+  int q[2], qc[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    q[half] = q_base + pos.row0 + 8 * half;
+    qc[half] = kTail ? min(q[half], p.seqlen_q - 1) : q[half];
+  }
+  uint32_t word[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int k = k_base + 8 * j + pos.col0 + e;
+      const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        bool allowed = true;
+        if constexpr (kTail) allowed = (k < p.seqlen_k) & (q[half] < p.seqlen_q);
+        if constexpr (hooks::kHasMaskMod) {
+          if constexpr (kStagedMask) {
+            allowed = allowed & mask_mod_staged(b, h, qc[half], kc,
+                                                Staged{&rows.v[half][0], 1},
+                                                Staged{keys + (kc - k_base), kBlockN}, p.aux);
+          } else {
+            allowed = allowed & hooks::mask_mod(b, h, qc[half], kc, p.aux);
+          }
+        }
+        word[half] |= static_cast<uint32_t>(allowed) << (2 * j + e);
+      }
+    }
+  }
+  bits[0] = all_masked ? 0u : word[0];
+  bits[1] = all_masked ? 0u : word[1];
+}
+
+// Raw Q K^T values -> the normaliser's input: score_mod (natural units), the
+// activation of elementwise normalisers, and where `masked` the pairs `bits`
+// disallows become -inf (softmax) or 0 (elementwise). kTail: hook indices
+// clamped into range.
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
+                                                 int h, int q_base, int k_base,
+                                                 const FragmentPos& pos, const MaskBits& bits) {
+  const float scale_in = p.scale * kScoreIn;  // (p.scale without an affine score_mod)
+  const float exponent_scale = -p.scale * kSigmoidScoreIn * kLog2e;  // (sigmoid exponents)
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int q = q_base + pos.row0 + 8 * half;
+    const int qc = kTail ? min(q, p.seqlen_q - 1) : q;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int k = k_base + 8 * j + pos.col0 + e;
+        const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+        float& x = s[4 * j + 2 * half + e];
+        if constexpr (kSigmoidExponent) {
+          x = sigmoid_weight(x, exponent_scale, b, h, qc, kc, p.aux);
+        } else {
+          if constexpr (kScoreAffine) {
+            x = score_core(x * scale_in, b, h, qc, kc, p.aux);
+          } else if constexpr (hooks::kHasScoreMod) {
+            x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
+          }
+          if constexpr (hooks::kNormalizer == Normalizer::Elementwise) {
+            x = hooks::activation(hooks::kHasScoreMod ? x : x * p.scale);
+          }
+        }
+        if constexpr (kMasked) {
+          const bool allowed = (bits[half] >> (2 * j + e)) & 1u;
+          if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+            x = allowed ? x : -INFINITY;
+          } else {
+            x = allowed ? x : 0.f;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Online softmax state of this thread's two rows.
+struct RowStats {
+  float max[2] = {-INFINITY, -INFINITY};
+  float sum[2] = {0.f, 0.f};  // this thread's partial sums (quad-reduced at the end)
+};
+
+// The row max is only moved when a block raises it by more than this (in log2
+// units): exponentials then stay below 2^kRescaleThreshold, exact in fp32 and as
+// bf16/fp16 operands, and O is rescaled far less often. 0: move it on any rise.
+#ifndef CUBRIDGE_RESCALE_THRESHOLD
+#define CUBRIDGE_RESCALE_THRESHOLD 8
+#endif
+constexpr float kRescaleThreshold = CUBRIDGE_RESCALE_THRESHOLD;
+
+// Fold one key block into the row statistics: leaves exp2(s * to_log2 - max *
+// to_log2) in s and the factor O must be rescaled by in `rescale`, per row.
+// Returns whether any row of the warp needs O rescaled. Reductions run as four
+// independent chains (the compiler does not reassociate float maxima and sums).
+__device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, float to_log2,
+                                               float (&rescale)[2]) {
+  constexpr int kCols = kBlockN / 4;  // this thread's columns of one row
+  bool moved = false;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float m4[4] = {st.max[half], -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      m4[c % 4] = fmaxf(m4[c % 4], s[4 * (c / 2) + 2 * half + c % 2]);
+    }
+    const float block_max = quad_max(fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3])));
+    const float old_max = st.max[half];
+    const bool keep = old_max != -INFINITY &&
+                      (block_max - old_max) * to_log2 <= kRescaleThreshold;
+    const float mx = keep ? old_max : block_max;
+    // A row with nothing allowed yet keeps max -inf; use 0 so exp2 gives 0, not NaN.
+    const float max_scaled = mx == -INFINITY ? 0.f : mx * to_log2;
+    rescale[half] = keep ? 1.f : fast_exp2(old_max * to_log2 - max_scaled);
+    moved = moved || !keep;
+    st.max[half] = mx;
+    float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float& x = s[4 * (c / 2) + 2 * half + c % 2];
+      x = fast_exp2(fmaf(x, to_log2, -max_scaled));
+      sum4[c % 4] += x;
+    }
+    st.sum[half] = st.sum[half] * rescale[half] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+  }
+  return __any_sync(0xffffffffu, moved);
+}
+
+// ptxas moves the wait for block n-1's PV product up before block n's
+// exponentials (it wants the registers), so the softmax does not run under it.
+// CUBRIDGE_PIN_PV_WAIT=1 pins the wait after them in unmasked blocks: a branch on
+// the row sums (never taken: sums of exponentials are >= 0 or NaN) ends their
+// basic block. Measured neutral on an H100 (NOTES.md), so off: an A/B knob.
+// (In masked blocks the pin runs ptxas out of registers: every wgmma serialised.)
+#ifndef CUBRIDGE_PIN_PV_WAIT
+#define CUBRIDGE_PIN_PV_WAIT 0
+#endif
+
+__device__ __forceinline__ void pin_after_softmax(const RowStats& st) {
+  if (CUBRIDGE_PIN_PV_WAIT && st.sum[0] + st.sum[1] < 0.f) __trap();
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[kOAcc], const float (&rescale)[2]) {
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      o[4 * j + 2 * half] *= rescale[half];
+      o[4 * j + 2 * half + 1] *= rescale[half];
+    }
+  }
+}
+
+// S accumulators (wgmma D layout) -> A fragments of P for the PV k-steps.
+__device__ __forceinline__ void probs_to_fragments(const float (&s)[kSAcc],
+                                                   uint32_t (&pf)[kPvSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kPvSteps; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  }
+}
+
+// ---- consumer: the mma token ---------------------------------------------------------
+
+// Consumers issue their gemms in turn (ping-pong), so one's softmax runs while the
+// tensor cores work on the other's gemms. CUBRIDGE_PINGPONG=0 turns it off (A/B).
+#ifndef CUBRIDGE_PINGPONG
+#define CUBRIDGE_PINGPONG 1
+#endif
+
+__device__ __forceinline__ void take_mma_token(int consumer) {
+  if (CUBRIDGE_PINGPONG) named_barrier_sync(kMmaTokenBarrier + consumer, 256);
+}
+
+__device__ __forceinline__ void pass_mma_token(int consumer) {
+  if (CUBRIDGE_PINGPONG) named_barrier_arrive(kMmaTokenBarrier + (consumer + 1) % kConsumers, 256);
+}
+
+// ---- diagnostics: the tile trace -------------------------------------------------------
+
+// With CUBRIDGE_TILE_TRACE (bench/kernels/fa_sm90/tile_trace.py; never in a build
+// the library makes), thread 0 of each consumer records per tile of its schedule
+// clock stamps of the tile's phases and the cycles spent waiting on each barrier,
+// and each CTA its start and end on the global timer. Without it these are no-ops.
+enum TraceField {
+  kTraceTop,        // clock at the tile's start (its Q and first S product ready)
+  kTraceFirst,      // the first block's softmax done
+  kTraceSteadyEnd,  // the last block's softmax done
+  kTraceEnd,        // the boundary (last PV product, next tile's first S, epilogue) done
+  kTraceWaitK,      // cycles waiting for K (k_full), this tile's blocks and the next's first
+  kTraceWaitV,      // cycles waiting for V (v_full)
+  kTraceWaitToken,  // cycles waiting for the mma token
+  kTraceWaitQ,      // cycles opening the next tile (its Q)
+  kTraceBlocks,     // key blocks visited
+  kTraceTile,       // the schedule index t
+  kTraceSm,         // %smid
+  kTraceFields
+};
+
+#ifdef CUBRIDGE_TILE_TRACE
+constexpr int kTraceCtas = 144, kTraceTiles = 128;
+extern "C" __device__ uint32_t
+    cubridge_tile_trace[kTraceCtas * kConsumers * kTraceTiles * kTraceFields] = {};
+extern "C" __device__ unsigned long long cubridge_cta_time[kTraceCtas * 2] = {};
+#endif
+
+__device__ __forceinline__ uint32_t clock32() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c)::"memory");
+  return c;
+}
+
+struct TileTrace {
+#ifdef CUBRIDGE_TILE_TRACE
+  uint32_t* row = nullptr;  // this consumer's fields for the current tile (thread 0)
+  __device__ __forceinline__ void open(int consumer, int iter, int thread, int t) {
+    row = nullptr;
+    if (thread != 0 || blockIdx.x >= kTraceCtas || iter >= kTraceTiles) return;
+    row = &cubridge_tile_trace[((blockIdx.x * kConsumers + consumer) * kTraceTiles + iter) *
+                               kTraceFields];
+    for (int f = 0; f < kTraceFields; ++f) row[f] = 0u;
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+    row[kTraceTile] = t;
+    row[kTraceSm] = sm;
+    row[kTraceTop] = clock32();
+  }
+  __device__ __forceinline__ void stamp(TraceField f) {
+    if (row) row[f] = clock32();
+  }
+  __device__ __forceinline__ void add(TraceField f, uint32_t v) {
+    if (row) atomicAdd(row + f, v);
+  }
+  __device__ __forceinline__ uint32_t now() const { return clock32(); }
+  static __device__ __forceinline__ void cta_time(int which, int thread, int consumer) {
+    if (thread != 0 || consumer != 0 || blockIdx.x >= kTraceCtas) return;
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(ns)::"memory");
+    cubridge_cta_time[2 * blockIdx.x + which] = ns;
+  }
+#else
+  __device__ __forceinline__ void open(int, int, int, int) {}
+  __device__ __forceinline__ void stamp(TraceField) {}
+  __device__ __forceinline__ void add(TraceField, uint32_t) {}
+  __device__ __forceinline__ uint32_t now() const { return 0u; }
+  static __device__ __forceinline__ void cta_time(int, int, int) {}
+#endif
+  // mbar_wait, its cycles counted under f.
+  __device__ __forceinline__ void wait(TraceField f, uint64_t* bar, uint32_t phase) {
+    const uint32_t t0 = now();
+    mbar_wait(bar, phase);
+    add(f, now() - t0);
+  }
+};
+
+// ---- consumer: one tile --------------------------------------------------------------
+
+// Releases a ring slot or Q: one arrival per warp, after the warp's wgmma reads
+// of it retired.
+__device__ __forceinline__ void release(uint64_t* bar, int thread) {
+  if (thread % 32 == 0) mbar_arrive(bar);
+}
+
+// How a consumer treats key block n for its 64 rows: tail blocks check bounds,
+// masked ones evaluate mask_mod, and a block EMPTY for these rows (but not for
+// the CTA) is masked whole. Decided before the block's gemms are issued, so that
+// the code between issue and wait is one straight-line instantiation (a branch
+// there makes the compiler wait for the PV product before the softmax).
+struct BlockClass {
+  bool tail, masked, all_masked;
+};
+
+__device__ __forceinline__ BlockClass classify(const FwdParams& p, uint32_t info, int consumer,
+                                               int q_base) {
+  const int k_start = BlockInfo::index(info) * kBlockN;
+  const BlockKind kind = BlockInfo::kind(info, consumer);
+  const bool all_masked = kind == BlockKind::Empty;
+  return {k_start + kBlockN > p.seqlen_k || q_base + kRowsPerConsumer > p.seqlen_q,
+          all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial), all_masked};
+}
+
+// The mask bits of key block n for this consumer (masked or tail classes only).
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
+                                           const SharedStorage& sh, const Tile& tile, int n,
+                                           int slot, int q_base, const FragmentPos& pos,
+                                           bool all_masked, const RowStaged& rows) {
+  if constexpr (kMasked || kTail) {
+    const uint32_t* keys = nullptr;
+    if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
+    mask_bits<kTail>(bits, p, tile.b, tile.h, q_base, n * kBlockN, pos, all_masked, rows, keys);
+    fence_operands(bits);  // computed here, not sunk to where the bits are used
+  }
+}
+
+template <bool kMasked, bool kTail>
+__device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
+                                             const Tile& tile, int n, int q_base,
+                                             const FragmentPos& pos, const MaskBits& bits) {
+  scores_to_logits<kMasked || kTail, kTail>(s, p, tile.b, tile.h, q_base, n * kBlockN, pos,
+                                            bits);
+}
+
+// Loads this consumer's staged query-only reads for its two rows of a tile.
+__device__ __forceinline__ void load_row_staged(RowStaged& rows, const FwdParams& p,
+                                                const Tile& tile, int q_base,
+                                                const FragmentPos& pos) {
+  if constexpr (kRowStaged > 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = min(q_base + pos.row0 + 8 * half, p.seqlen_q - 1);
+#pragma unroll
+      for (int i = 0; i < kRowStaged; ++i) rows.v[half][i] = row_staged(i, tile.b, tile.h, q, p.aux);
+    }
+  }
+}
+
+// Runs f with the block's class as compile-time flags.
+template <typename F>
+__device__ __forceinline__ void with_block_class(const BlockClass& c, F&& f) {
+  if (c.tail) {
+    f(std::true_type{}, std::true_type{});
+  } else if (c.masked) {
+    f(std::true_type{}, std::false_type{});
+  } else {
+    f(std::false_type{}, std::false_type{});
+  }
+}
+
+__device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
+                                         int consumer, int thread, const FragmentPos& pos,
+                                         const float (&o)[kOAcc], bool live, const RowStats& st,
+                                         float to_log2) {
+  const FwdParams& p = P.p;
+  const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
+  const int bar = kEpilogueBarrier + consumer;
+  // The staging rows of this consumer are free once its previous store read them.
+  if (thread == 0) tma_store_wait_read();
+  named_barrier_sync(bar, 128);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float inv = 1.f / kActivationScale;  // (1 but for scaled elementwise activations)
+    float lse = 0.f;
+    if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+      const float sum = quad_sum(st.sum[half]);
+      inv = sum > 0.f ? 1.f / sum : 0.f;
+      lse = sum > 0.f ? (st.max[half] * to_log2 + __log2f(sum)) * kLn2 : -INFINITY;
+    }
+    // (opaque: the 2 x kHeadDim / 8 addresses are recomputed per tile, not held live)
+    const int row = consumer * kRowsPerConsumer + opaque(pos.row0) + 8 * half;
+    const uint32_t row_addr = sh.o.base() + row * 128 + pos.col0 * 2;
+    const uint32_t swizzle = (row % 8) << 4;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      // (a tile without live key blocks never wrote O: its rows are 0)
+      const uint32_t v = live ? pack2<Element>(o[4 * j + 2 * half] * inv,
+                                               o[4 * j + 2 * half + 1] * inv)
+                              : 0u;
+      const uint32_t addr = row_addr + (j / 8) * SwizzledTile<kBlockM>::kPanelBytes +
+                            (((j % 8) << 4) ^ swizzle);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
+    }
+    const int q = q_base + pos.row0 + 8 * half;
+    if (hooks::kNormalizer == Normalizer::Softmax && pos.col0 == 0 && q < p.seqlen_q) {
+      p.lse[(static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q + q] = lse;
+    }
+  }
+  fence_async_shared();
+  named_barrier_sync(bar, 128);
+  if (thread == 0 && q_base < p.seqlen_q) {
+#pragma unroll
+    for (int pn = 0; pn < kPanels; ++pn) {
+      tma_store_4d(&P.tma_o,
+                   reinterpret_cast<char*>(sh.o.panel(pn)) + consumer * kRowsPerConsumer * 128,
+                   pn * kPanelCols, q_base, tile.h, tile.b);
+    }
+    tma_store_commit();
+  }
+}
+
+// A consumer's view of one tile of its schedule: the tile, the Q buffer it reads,
+// whether it visits any key block, and (once its K has landed) the first block's
+// BlockInfo word.
+struct OpenTile {
+  Tile tile;
+  int qb;
+  bool live;
+  uint32_t info;
+};
+
+// Decode the iter-th tile of this CTA (schedule index t) and wait for its Q.
+__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int t,
+                                              int iter) {
+  OpenTile ot;
+  ot.tile = tile_at(t, P);
+  ot.qb = iter % kQBuffers;
+  mbar_wait(&sh.q_full[ot.qb], (iter / kQBuffers) & 1);
+  ot.live = sh.tile_live[ot.qb] != 0;
+  ot.info = 0;
+  return ot;
+}
+
+__device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh, int consumer) {
+  const FwdParams& p = P.p;
+  const int thread = threadIdx.x - 128 * (consumer + 1);
+  const FragmentPos pos(thread);
+  // Scores are in natural units after score_mod (core units times kScoreOut for an
+  // affine one); otherwise the scale folds into exp2.
+  const float to_log2 = hooks::kHasScoreMod ? kLog2e * kScoreOut : p.scale_log2;
+  constexpr bool kSoftmax = hooks::kNormalizer == Normalizer::Softmax;
+  // The last consumer hands the first token to consumer 0.
+  if (consumer == kConsumers - 1) pass_mma_token(consumer);
+
+  float s[kSAcc];
+  uint32_t pf[kPvSteps][4];
+  // Defined once here, before any wgmma is in flight (an undefined accumulator is
+  // materialised inside the wgmma's issue window, which serialises every wgmma):
+  // each tile's first PV product overwrites O (gemm_pv's `accumulate`).
+  float o[kOAcc];
+#pragma unroll
+  for (int i = 0; i < kOAcc; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kSAcc; ++i) s[i] = 0.f;
+  RingSlot slot;
+  int iter = 0;
+  int t = blockIdx.x;
+  TileTrace trace;
+  TileTrace::cta_time(0, thread, consumer);
+  OpenTile cur = open_tile(P, sh, t, iter);
+  // The S product of a tile's first block is issued before the previous tile's
+  // epilogue (below, except for the CTA's first tile), so that the tensor cores
+  // have work across tile boundaries.
+  if (cur.live) {
+    mbar_wait(&sh.k_full[slot.index], slot.phase);
+    cur.info = sh.block_info[slot.index];
+    take_mma_token(consumer);
+    gemm_qk(s, sh, cur.qb, slot.index, consumer);
+    wgmma_commit();
+    pass_mma_token(consumer);
+    wgmma_wait<0>();
+    fence_operands(s);
+  }
+  while (true) {
+    trace.open(consumer, iter, thread, t);
+    const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
+    RowStats st;
+    bool o_written = false;  // O holds this tile's first PV product (else garbage)
+    RingSlot pv;  // the slot of the block whose PV product is next
+    const bool live = cur.live;
+    RowStaged rows;
+    load_row_staged(rows, p, cur.tile, q_base, pos);
+    if (live) {  // the first block's S product is ready
+      uint32_t info = cur.info;
+      const BlockClass first = classify(p, info, consumer, q_base);
+      with_block_class(first, [&](auto masked, auto tail) {
+        constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
+        MaskBits bits;
+        block_mask<kM, kT>(bits, p, sh, cur.tile, BlockInfo::index(info), slot.index, q_base,
+                           pos, first.all_masked, rows);
+        // (the ring slot holds the staged keys the mask read until here)
+        release(&sh.k_empty[slot.index], thread);
+        block_logits<kM, kT>(s, p, cur.tile, BlockInfo::index(info), q_base, pos, bits);
+      });
+      if constexpr (kSoftmax) {
+        float rescale[2];
+        online_softmax(s, st, to_log2, rescale);
+      }
+      probs_to_fragments(s, pf);
+      pv = slot;
+      slot.advance();
+      trace.stamp(kTraceFirst);
+      trace.add(kTraceBlocks, 1);
+
+      // Steady state: S of block n issued before the PV product of the previous one.
+      while (!BlockInfo::last(info)) {
+        trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
+        trace.add(kTraceBlocks, 1);
+        info = sh.block_info[slot.index];
+        const int n = BlockInfo::index(info);
+        const BlockClass cls = classify(p, info, consumer, q_base);
+        with_block_class(cls, [&](auto masked, auto tail) {
+          constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
+          // An index-only mask first, while S holds nothing live (its product is not
+          // issued yet): its arithmetic then has S's registers. One that reads aux
+          // waits for S (loads issued here were measured to spill more).
+          MaskBits bits;
+          if constexpr (kMaskIndexOnly) {
+            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                               cls.all_masked, rows);
+          }
+          {
+            const uint32_t t0 = trace.now();
+            take_mma_token(consumer);
+            trace.add(kTraceWaitToken, trace.now() - t0);
+          }
+          gemm_qk(s, sh, cur.qb, slot.index, consumer);
+          wgmma_commit();
+          trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
+          gemm_pv(o, pf, sh, pv.index, o_written);
+          wgmma_commit();
+          pass_mma_token(consumer);
+          wgmma_wait<1>();
+          fence_operands(s);
+          if constexpr (!kMaskIndexOnly) {
+            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                               cls.all_masked, rows);
+          }
+          // (the ring slot holds the staged keys the mask read until here)
+          release(&sh.k_empty[slot.index], thread);
+          block_logits<kM, kT>(s, p, cur.tile, n, q_base, pos, bits);
+          float rescale[2];
+          bool moved = false;
+          if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
+          fence_operands(s);
+          // (only unmasked blocks: masking keeps too many registers live for it)
+          if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
+          wgmma_wait<0>();
+          fence_operands(o);
+          release(&sh.v_empty[pv.index], thread);
+          if (moved) rescale_o(o, rescale);
+          probs_to_fragments(s, pf);
+        });
+        o_written = true;
+        pv = slot;
+        slot.advance();
+      }
+    }
+    trace.stamp(kTraceSteadyEnd);
+    // Q of this tile is no longer read by this consumer.
+    release(&sh.q_empty[cur.qb], thread);
+
+    // The next tile of the schedule, opened now so that its first S product can be
+    // issued together with this tile's last PV product.
+    const int t_next = t + gridDim.x;
+    const bool more = t_next < P.num_tiles;
+    OpenTile next;
+    next.live = false;
+    if (more) {
+      const uint32_t t0 = trace.now();
+      next = open_tile(P, sh, t_next, iter + 1);
+      trace.add(kTraceWaitQ, trace.now() - t0);
+    }
+    // Straight-line code per case, each with its own epilogue: the compiler loses
+    // track of which wgmma is in flight where such paths join, and then waits for
+    // it (serialising every wgmma of the kernel).
+    if (live && next.live) {  // the common case
+      trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
+      trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
+      next.info = sh.block_info[slot.index];
+      {
+        const uint32_t t0 = trace.now();
+        take_mma_token(consumer);
+        trace.add(kTraceWaitToken, trace.now() - t0);
+      }
+      gemm_pv(o, pf, sh, pv.index, o_written);
+      wgmma_commit();
+      gemm_qk(s, sh, next.qb, slot.index, consumer);
+      wgmma_commit();
+      pass_mma_token(consumer);
+      wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
+      fence_operands(o);
+      release(&sh.v_empty[pv.index], thread);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2);
+      // Retired before the paths join: an S product in flight across the join
+      // makes the compiler copy its registers there, which serialises every wgmma.
+      wgmma_wait<0>();
+      fence_operands(s);
+    } else {  // the CTA's last tile, or one without live key blocks
+      if (live) {
+        mbar_wait(&sh.v_full[pv.index], pv.phase);
+        take_mma_token(consumer);
+        gemm_pv(o, pf, sh, pv.index, o_written);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        wgmma_wait<0>();
+        fence_operands(o);
+        release(&sh.v_empty[pv.index], thread);
+      } else if (next.live) {
+        mbar_wait(&sh.k_full[slot.index], slot.phase);
+        next.info = sh.block_info[slot.index];
+        take_mma_token(consumer);
+        gemm_qk(s, sh, next.qb, slot.index, consumer);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        wgmma_wait<0>();
+        fence_operands(s);
+      }
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, st, to_log2);
+    }
+    trace.stamp(kTraceEnd);
+    if (!more) break;
+    cur = next;
+    t = t_next;
+    ++iter;
+  }
+  if (thread == 0) tma_store_wait_all();
+  TileTrace::cta_time(1, thread, consumer);
+}
+
+}  // namespace fa_sm90
+
+using fa_sm90::Sm90Params;
+
+// Launch facts read by the host from the cubin: block_m, block_n, threads,
+// dynamic smem bytes, normaliser, head dim, stages (docs/hooks.md).
+CUBRIDGE_EXPORT_KERNEL_INFO(fa_sm90::kBlockM, fa_sm90::kBlockN, fa_sm90::kThreads, fa_sm90::kSmemBytes,
+                            fa_sm90::kHeadDim, fa_sm90::kStages);
+
+// Whether the hooks mask (the launcher orders its tile schedule by it).
+extern "C" __constant__ int cubridge_sm90_masked = cubridge_hooks::kHasMaskMod ? 1 : 0;
+
+// Persistent grid: (min(tiles, SMs), 1, 1).
+extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
+    fa_sm90_fwd(const __grid_constant__ Sm90Params P) {
+  using namespace fa_sm90;
+  extern __shared__ unsigned char smem_raw[];
+  // 128-byte swizzled tiles must sit on 1024-byte boundaries.
+  const uint32_t raw = smem_addr(smem_raw);
+  SharedStorage& sh =
+      *reinterpret_cast<SharedStorage*>(smem_raw + ((1024 - raw % 1024) % 1024));
+  // Broadcast from lane 0: the compiler then knows the role is warp-uniform, and so
+  // is every branch derived from it (no serialised wgmma in 'divergent' paths).
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kQBuffers; ++i) {
+      mbar_init(&sh.q_full[i], 1);
+      mbar_init(&sh.q_empty[i], 4 * kConsumers);
+    }
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&sh.k_full[i], 1);
+      mbar_init(&sh.v_full[i], 1);
+      mbar_init(&sh.k_empty[i], 4 * kConsumers);
+      mbar_init(&sh.v_empty[i], 4 * kConsumers);
+    }
+    mbar_init_fence();
+    tma_prefetch_map(&P.tma_q);
+    tma_prefetch_map(&P.tma_k);
+    tma_prefetch_map(&P.tma_v);
+    tma_prefetch_map(&P.tma_o);
+  }
+  __syncthreads();
+  if (warpgroup == 0) {
+    regs_release<kProducerRegs>();
+    if (threadIdx.x < 32) producer(P, sh, threadIdx.x);
+  } else {
+    regs_claim<kConsumerRegs>();
+    consumer(P, sh, warpgroup - 1);
+  }
+}
