@@ -176,9 +176,10 @@ def test_race_that_shows_under_one_policy_only_is_caught_by_comparing_policies(
                "row0 = m_block * self.block_m + wg * rows * (1 - wg)", ())
     cls, path = _load_mutant(m, tmp_path)
     # The mma token usually orders consumer0's epilogue first: a problem on which
-    # one of the policies lets consumer1 store first (3 CTAs, several tiles each).
+    # one of the policies lets consumer1 store first (3 CTAs, 8 tiles: the first
+    # CTA claims those past the first wave).
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(1, 2, 384, 64, generator=gen).bfloat16()
+    q = torch.randn(1, 2, 512, 64, generator=gen).bfloat16()
     k, v = (torch.randn(1, 1, 600, 64, generator=gen).bfloat16() for _ in range(2))
     for policy in POLICIES:  # no single run can see it
         attention_fn(cls, policy=policy, num_sms=3)(q, k, v)

@@ -318,3 +318,49 @@ def test_column_view_of_a_tile_splits_the_head_dim():
     from cubridge.ir.errors import ProgramError
     with pytest.raises(ProgramError, match=r"cols\(24, 16\) out of range .* with 32 columns"):
         execute(OutOfRange(), q, k, v)
+
+
+class ClaimedRows(CopyThrough):
+    """Four CTAs' worth of 16-row pieces of V copied to O by two CTAs: each CTA's
+    first piece is its own index, later ones claimed from a launch counter."""
+
+    def grid(self):
+        return (2,)
+
+    def run(self, cta):
+        self.counter = self.launch_counter("pieces")
+        self.bind(self.worker, cta, warpgroup=0)
+
+    def worker(self, cta):
+        piece = cta
+        while piece < 4:
+            self.copy(self.o.tile(0, 0, start=16 * piece, rows=16),
+                      self.v.tile(0, 0, start=16 * piece, rows=16).read())
+            piece = 2 + self.atomic_add(self.counter, 0, 1)
+
+
+def test_launch_counters_are_shared_by_ctas_and_zero_at_each_launch() -> None:
+    q, k, v = _inputs()
+    kernel = ClaimedRows()
+    for _ in range(2):  # a second launch starts from zero again: every piece once more
+        out, _ = execute(kernel, q, k, v)
+        assert torch.equal(out[0, 0], v[0, 0])
+        # two claims past the first wave, then one past the end per CTA
+        assert int(kernel._launch_counters["pieces"]._data[0]) == 4
+
+
+def test_atomics_only_reach_launch_counters() -> None:
+    class Stray(ClaimedRows):
+        def worker(self, cta):
+            self.atomic_add(self.v, 0, 1)
+
+    q, k, v = _inputs()
+    with pytest.raises(ProgramError, match="not a launch counter"):
+        execute(Stray(), q, k, v)
+
+    class OutOfRange(ClaimedRows):
+        def worker(self, cta):
+            self.atomic_add(self.counter, 3, 1)
+
+    with pytest.raises(ProgramError, match="index 3 out of range"):
+        execute(OutOfRange(), q, k, v)

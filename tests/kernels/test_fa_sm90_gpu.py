@@ -41,3 +41,56 @@ def test_a_launch_reuses_tensor_maps_and_writes_every_row():
     ref2, _ = reference_attention(q2, k2, v2)
     assert rel_error(out2, ref2) < tolerance(torch.bfloat16)
     assert not torch.equal(out1, out2)
+
+
+def _claimed_case(seq: int, heads: int):
+    """Inputs with more tiles than SMs (CTAs claim tiles past their first) and the
+    float reference."""
+    q, k, v = gpu_inputs(2, heads, heads, seq, seq, 128, torch.bfloat16)
+    ref, _ = reference_attention(q, k, v, mask=causal_mask)
+    return q, k, v, ref
+
+
+def test_tile_claims_start_from_zero_at_every_launch():
+    """The counter CTAs claim tiles from is zeroed by the last CTA of each launch:
+    launches of different tile counts back to back (no sync between them) each
+    write every row, and so does a graph replayed several times."""
+    cases = [_claimed_case(seq, heads) for seq, heads in ((1000, 40), (300, 100), (2048, 36))]
+    outs = [torch.full_like(q, float("nan")) for q, *_ in cases]
+    for _ in range(3):
+        for (q, k, v, _), out in zip(cases, outs, strict=True):
+            out.fill_(float("nan"))
+            fa_sm90.attention(q, k, v, causal=True, out=out)
+    for (*_, ref), out in zip(cases, outs, strict=True):
+        assert rel_error(out, ref) < tolerance(torch.bfloat16)
+
+    q, k, v, ref = cases[0]
+    out = torch.full_like(q, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # (warm-up on the capture stream)
+        fa_sm90.attention(q, k, v, causal=True, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fa_sm90.attention(q, k, v, causal=True, out=out)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_error(out, ref) < tolerance(torch.bfloat16)
+
+
+def test_streams_that_overlap_claim_from_their_own_counters():
+    cases = [_claimed_case(1500, 48) for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in cases]
+    outs = [torch.full_like(q, float("nan")) for q, *_ in cases]
+    for stream in streams:
+        stream.wait_stream(torch.cuda.current_stream())
+    for _ in range(4):  # both streams in flight at once
+        for (q, k, v, _), out, stream in zip(cases, outs, streams, strict=True):
+            with torch.cuda.stream(stream):
+                fa_sm90.attention(q, k, v, causal=True, out=out)
+    torch.cuda.synchronize()
+    for (*_, ref), out in zip(cases, outs, strict=True):
+        assert rel_error(out, ref) < tolerance(torch.bfloat16)
