@@ -56,6 +56,10 @@ CANDIDATES = {
     "d128-sec4": (128, Sm90TileConfig(128, 128, 2), {"section": 4}),
     "d128-sec8": (128, Sm90TileConfig(128, 128, 2), {"section": 8}),
     "d128-sec16": (128, Sm90TileConfig(128, 128, 2), {"section": 16}),
+    # the register split (FlashAttention-4's Hopper kernel: 24 / 240) and the PV wait
+    # pinned after the exponentials, on the claimed schedule
+    "d128-p24": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PRODUCER_REGS": 24}),
+    "d128-pin": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PIN_PV_WAIT": 1}),
 }
 
 

@@ -85,8 +85,11 @@ constexpr int kPvSteps = kBlockN / 16;   // k-steps of O += P V
 constexpr int kSAcc = kBlockN / 2;       // S accumulators per thread
 constexpr int kOAcc = kHeadDim / 2;      // O accumulators per thread
 // Registers per thread after reallocation: the producer gives up what consumers take.
-constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
-constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+#ifndef CUBRIDGE_PRODUCER_REGS
+#define CUBRIDGE_PRODUCER_REGS (kConsumers == 2 ? 40 : 32)
+#endif
+constexpr int kProducerRegs = CUBRIDGE_PRODUCER_REGS;
+constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
