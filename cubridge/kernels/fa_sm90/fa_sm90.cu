@@ -798,6 +798,20 @@ struct TileTrace {
     mbar_wait(bar, phase);
     add(f, now() - t0);
   }
+  // take_mma_token, its cycles counted.
+  __device__ __forceinline__ void take_token(int consumer) {
+    const uint32_t t0 = now();
+    take_mma_token(consumer);
+    add(kTraceWaitToken, now() - t0);
+  }
+  // fn(), its cycles counted under f.
+  template <typename F>
+  __device__ __forceinline__ auto timed(TraceField f, F&& fn) {
+    const uint32_t t0 = now();
+    auto result = fn();
+    add(f, now() - t0);
+    return result;
+  }
 };
 
 // ---- consumer: one tile --------------------------------------------------------------
@@ -1036,11 +1050,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
                                cls.all_masked, rows);
           }
-          {
-            const uint32_t t0 = trace.now();
-            take_mma_token(consumer);
-            trace.add(kTraceWaitToken, trace.now() - t0);
-          }
+          trace.take_token(consumer);
           gemm_qk(s, sh, cur.qb, slot.index, consumer);
           wgmma_commit();
           trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
@@ -1079,9 +1089,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
 
     // The next tile of the schedule, opened now so that its first S product can be
     // issued together with this tile's last PV product.
-    const uint32_t t0 = trace.now();
-    OpenTile next = open_tile(P, sh, iter + 1);
-    trace.add(kTraceWaitQ, trace.now() - t0);
+    OpenTile next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
     const bool more = next.t >= 0;
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
@@ -1090,11 +1098,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
       trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
       next.info = sh.block_info[slot.index];
-      {
-        const uint32_t t0 = trace.now();
-        take_mma_token(consumer);
-        trace.add(kTraceWaitToken, trace.now() - t0);
-      }
+      trace.take_token(consumer);
       gemm_pv(o, pf, sh, pv.index, o_written);
       wgmma_commit();
       gemm_qk(s, sh, next.qb, slot.index, consumer);
