@@ -129,7 +129,8 @@ def sm_count(index: int) -> int:
 # The tile counter of each (device, stream): [next, done], zero before a launch. CTAs
 # claim tiles past their first from it and the last CTA to finish zeroes it, so the
 # launches of one stream (in order) share one and never reset it from the host;
-# streams that may run at the same time each have their own.
+# streams that may run at the same time each have their own. (Not covered: two CUDA
+# graphs captured on one stream and replayed at once on different streams.)
 _TILE_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 
 
