@@ -107,8 +107,8 @@ def test_section_is_the_launchers():
     import itertools
 
     from cubridge.kernels.fa_sm90 import cuir, launch
-    assert (cuir.ROWS_PER_CONSUMER, cuir.L2_SECTION_BYTES) == (
-        launch.ROWS_PER_CONSUMER, launch.L2_SECTION_BYTES)
+    assert (cuir.ROWS_PER_CONSUMER, cuir.L2_SECTION_BYTES, cuir.SECTION_WAVES) == (
+        launch.ROWS_PER_CONSUMER, launch.L2_SECTION_BYTES, launch.SECTION_WAVES)
     for (hq, hk), sk, sq, d, sms, causal, dtype in itertools.product(
             [(32, 32), (64, 8), (8, 1), (3, 3)], [64, 4096, 60000], [100, 4096], [64, 128],
             [2, 132], [False, True], [torch.bfloat16, torch.float16]):

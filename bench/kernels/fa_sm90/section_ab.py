@@ -1,8 +1,8 @@
-"""A/B of fa_sm90's schedule sections under a mask: each variant (the library's
-rules path, as `cubridge run` builds it) runs through the benchmark loop with
-launch.SECTION_WAVES_MASKED set to each of --waves (waves of tiles per section:
-how many heads' K/V the CTAs running together share L2 with), interleaved by
-round, every output verified before it is timed.
+"""A/B of fa_sm90's schedule sections: each variant (the library's rules path, as
+`cubridge run` builds it) runs through the benchmark loop with
+launch.SECTION_WAVES set to each of --waves (waves of tiles per section: how many
+heads' K/V the CTAs running together share L2 with), interleaved by round, every
+output verified before it is timed.
 
     python bench/kernels/fa_sm90/section_ab.py causal document_causal --waves 1,2,3 \\
         --seq-lens 2048,4096,8192 --out DIR
@@ -32,12 +32,12 @@ def _impl(name: str, variant: CompiledVariant, waves: int) -> Impl:
         q, k, v, aux, scale = case.q, case.k, case.v, case.aux, case.scale
 
         def run() -> torch.Tensor:
-            launch.SECTION_WAVES_MASKED = waves  # read by every launch's schedule_section
+            launch.SECTION_WAVES = waves  # read by every launch's schedule_section
             return variant(q, k, v, scale=scale, **aux)[0]
 
         return Prepared(run)
 
-    return Impl(name, prepare, f"fa_sm90, sections of {waves} waves under a mask")
+    return Impl(name, prepare, f"fa_sm90, sections of {waves} waves")
 
 
 def main() -> None:

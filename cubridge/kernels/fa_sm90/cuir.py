@@ -82,6 +82,7 @@ TOKEN_THREADS = 256  # an mma token barrier: the taker's warpgroup and the passe
 # allow-list), so it is restated here; tests/kernels/test_fa_sm90_cuir.py checks
 # that the two agree.
 L2_SECTION_BYTES = 24 << 20
+SECTION_WAVES = 1
 
 
 class OpenTile:
@@ -154,7 +155,7 @@ class FaSm90(AttentionKernelBase):
         group = self.heads_q // self.heads_kv
         kv_bytes = (2 * self.seqlen_k * self.head_dim * self.dtype.itemsize * self.heads_kv
                     // self.heads_q)  # per query head
-        wave_heads = max(1, round(self.grid()[0] / max(self.num_m_blocks(), 1)))
+        wave_heads = max(1, round(self.grid()[0] / max(self.num_m_blocks(), 1))) * SECTION_WAVES
         budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
         return group * max(1, min(-(-wave_heads // group), budget))
 

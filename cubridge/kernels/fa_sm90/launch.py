@@ -18,6 +18,7 @@ from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
 PANEL_COLS = 64          # TMA box inner size: one 128-byte swizzle span of 16-bit elements
 ROWS_PER_CONSUMER = 64   # the epilogue stores 64-row boxes per consumer warpgroup
 L2_SECTION_BYTES = 24 << 20  # K/V bytes of the heads scheduled together (H100 L2: 50 MB)
+SECTION_WAVES = 1  # waves of tiles per schedule section (section_ab.py varies it)
 
 # cuda.h enums (CUtensorMapDataType, ...Swizzle, ...L2promotion)
 _DATA_TYPE = {torch.float16: 6, torch.bfloat16: 9}
@@ -116,7 +117,7 @@ def schedule_section(heads_q: int, heads_k: int, seqlen_k: int, head_dim: int,
     than the L2 budget."""
     group = heads_q // heads_k
     kv_bytes = 2 * seqlen_k * head_dim * elem_bytes * heads_k // heads_q  # per q head
-    wave_heads = max(1, round(num_ctas / max(num_m_blocks, 1)))
+    wave_heads = max(1, round(num_ctas / max(num_m_blocks, 1))) * SECTION_WAVES
     budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
     return group * max(1, min(-(-wave_heads // group), budget))
 
