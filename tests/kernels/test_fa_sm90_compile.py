@@ -49,6 +49,20 @@ def test_library_builds_are_clean(build):
     assert b"cubridge_kernel_info" in cubin
 
 
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_the_tile_trace_build_stays_clean():
+    """bench/kernels/fa_sm90/tile_trace.py's build (CUBRIDGE_TILE_TRACE) keeps the
+    pipeline clean and exports the globals the script reads; default builds have
+    neither global (the trace is compiled out)."""
+    traced = fa_sm90.compile(128, torch.bfloat16, "sm_90a", causal=True,
+                             source="#define CUBRIDGE_TILE_TRACE 1\n" + fa_sm90.source.read_text())
+    _check_clean(traced, "tile trace")
+    for name in (b"cubridge_tile_trace", b"cubridge_cta_time"):
+        assert name in traced.cubin()
+        assert name not in fa_sm90.compile(128, torch.bfloat16, "sm_90a", causal=True).cubin()
+
+
 @pytest.mark.slow  # nvcc builds (as fa_sm80's compile tests)
 @pytest.mark.nvcc
 @pytest.mark.parametrize("header", sorted(p.name for p in HOOKS.glob("*.cuh")))
