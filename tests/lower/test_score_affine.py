@@ -46,19 +46,19 @@ def test_only_softmax_headers_expose_the_fold():
         plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
 
 
-PROGRAM = """#include <cstdio>
-#include "hook_types.cuh"
-#include "cubridge_hooks.cuh"
-using namespace cubridge_hooks;
-int main() {
-  cubridge::AuxArgs aux{};
-  for (float s = -200.f; s <= 200.f; s += 0.37f) {
+def _host_program(body: str) -> str:
+    """A host program over a generated header: `body` prints "plain folded" pairs
+    from an AuxArgs `aux` (empty until the body fills it)."""
+    return ("#include <cstdio>\n#include \"hook_types.cuh\"\n#include \"cubridge_hooks.cuh\"\n"
+            "using namespace cubridge_hooks;\nint main() {\n  cubridge::AuxArgs aux{};\n"
+            + body + "  return 0;\n}\n")
+
+
+PROGRAM = _host_program("""  for (float s = -200.f; s <= 200.f; s += 0.37f) {
     printf("%.9e %.9e\\n", (double)score_mod(s, 0, 0, 0, 0, aux),
            (double)(kScoreOut * score_core(kScoreIn * s, 0, 0, 0, 0, aux)));
   }
-  return 0;
-}
-"""
+""")
 
 
 def _pairs(words: list[str]) -> list[tuple[float, float]]:
@@ -96,13 +96,7 @@ def test_which_sigmoid_scores_are_linear():
         plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
 
 
-EXPONENT_PROGRAM = """#include <cstdio>
-#include "hook_types.cuh"
-#include "cubridge_hooks.cuh"
-using namespace cubridge_hooks;
-int main() {
-  float log_s = 8.3f;
-  cubridge::AuxArgs aux{};
+EXPONENT_PROGRAM = _host_program("""  float log_s = 8.3f;
   aux.num = 1;
   aux.t[0].data = &log_s;
   const float scale = 0.088f, k1 = -scale * kScoreIn * 1.4426950408889634f;
@@ -112,9 +106,7 @@ int main() {
     printf("%.9e %.9e\\n", (double)activation(score_mod(s * scale, 0, 0, 0, 0, aux)),
            (double)folded);
   }
-  return 0;
-}
-"""
+""")
 
 
 @pytest.mark.slow
