@@ -94,3 +94,39 @@ def test_streams_that_overlap_claim_from_their_own_counters():
     torch.cuda.synchronize()
     for (*_, ref), out in zip(cases, outs, strict=True):
         assert rel_error(out, ref) < tolerance(torch.bfloat16)
+
+
+def _block_scaled_keys(dtype: torch.dtype, seed: int):
+    """Keys scaled per key block by factors from 0.25 to 6: between the blocks a
+    row visits, its max rises by a few to hundreds of log2 units, and the partial
+    sums of P pass 2^8 without the max moving, so steady blocks take both the
+    kept-max path and the one that reduces the max."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    b, h, s, d = 2, 4, 1024, 128
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g) for _ in range(3))
+    scale = torch.rand(s // 128, device="cuda", generator=g) * 5.75 + 0.25
+    k = k * scale.repeat_interleave(128)[None, None, :, None]
+    return tuple(t.to(dtype) for t in (q, k, v))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_max_kept_by_row_sums_gives_the_max_rules_attention(dtype, causal):
+    """Steady blocks keep the row max when the partial sums of P show no
+    exponential past 2^threshold (CUBRIDGE_KEEP_MAX_BY_SUMS) and reduce it
+    otherwise: outputs and LSE match the float64 reference and a build that
+    always reduces the max."""
+    plain = fa_sm90.launchable(128, dtype, "sm_90a", causal=causal,
+                               source="#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n"
+                               + fa_sm90.source.read_text(),
+                               config=fa_sm90.metadata.configs[128])
+    for seed in range(3):
+        q, k, v = _block_scaled_keys(dtype, seed)
+        out, lse = fa_sm90.attention(q, k, v, causal=causal)
+        ref, ref_lse = reference_attention(q, k, v, mask=causal_mask if causal else None)
+        assert rel_error(out, ref) < tolerance(dtype)
+        assert torch.allclose(lse.double(), ref_lse, atol=1e-3, rtol=1e-4)
+        out_plain, lse_plain = torch.empty_like(q), torch.empty_like(lse)
+        plain.run(q, k, v, 128 ** -0.5, [], out_plain, lse_plain)
+        assert rel_error(out, out_plain.double()) < 2e-3
+        assert torch.allclose(lse, lse_plain, atol=1e-4, rtol=1e-5)

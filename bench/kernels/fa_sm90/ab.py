@@ -60,6 +60,9 @@ CANDIDATES = {
     # pinned after the exponentials, on the claimed schedule
     "d128-p24": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PRODUCER_REGS": 24}),
     "d128-pin": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_PIN_PV_WAIT": 1}),
+    # steady blocks that always reduce the row max (before the max kept by row sums)
+    "d128-nosums": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_KEEP_MAX_BY_SUMS": 0}),
+    "d64-nosums": (64, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_KEEP_MAX_BY_SUMS": 0}),
 }
 
 

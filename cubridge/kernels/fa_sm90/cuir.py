@@ -49,7 +49,12 @@ writes O from registers instead of staging it in shared memory for a TMA store
 (o_s is allocated so that the shared-memory budget counts it; the epilogue's
 named barriers, proxy fence and store waits go with the staging; the CUDA's
 1024-byte tile alignment is not counted); `moved` is decided per warpgroup, not
-per warp (rows that keep their max have factor 1 either way); mask_mod's
+per warp (rows that keep their max have factor 1 either way); with two
+consumers the CUDA's steady blocks first take P against the max as it stands
+and a warp keeps it when every row has a max and no thread's partial sum of P
+passes 2**RESCALE_THRESHOLD (CUBRIDGE_KEEP_MAX_BY_SUMS: no max reduction),
+else it reduces the max: a block so kept is one the threshold rule keeps, with
+the same P, so the IR applies the rule alone; mask_mod's
 staged reads (key-only reads loaded by the producer warp beside K, query-only
 ones into registers per tile; with them a consumer releases K after masking)
 are the hook's own reads moved, not modelled; an index-only mask_mod

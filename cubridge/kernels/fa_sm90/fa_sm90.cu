@@ -635,6 +635,20 @@ struct RowStats {
 #endif
 constexpr float kRescaleThreshold = CUBRIDGE_RESCALE_THRESHOLD;
 
+// A steady block first takes its exponentials against the row max as it stands,
+// with no max reduction (64 dependent FMNMX per thread were a fifth of a block's
+// time on the consumer's critical path, ncu), and keeps them when every row of the
+// warp has a max and no thread's partial row sum passes 2^threshold: then no
+// exponential does, the bound the max reduction keeps. Otherwise the block takes
+// online_softmax (its scores are left as they were), which moves the max. Off with
+// three consumers (160 registers: the second set of P fragments spills).
+// CUBRIDGE_KEEP_MAX_BY_SUMS=0 turns it off (A/B).
+#ifndef CUBRIDGE_KEEP_MAX_BY_SUMS
+#define CUBRIDGE_KEEP_MAX_BY_SUMS 1
+#endif
+constexpr bool kKeepMaxBySums = CUBRIDGE_KEEP_MAX_BY_SUMS && kConsumers == 2 &&
+                                hooks::kNormalizer == Normalizer::Softmax;
+
 // Fold one key block into the row statistics: leaves exp2(s * to_log2 - max *
 // to_log2) in s and the factor O must be rescaled by in `rescale`, per row.
 // Returns whether any row of the warp needs O rescaled. Reductions run as four
@@ -670,6 +684,59 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, 
     st.sum[half] = st.sum[half] * rescale[half] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
   }
   return __any_sync(0xffffffffu, moved);
+}
+
+// The fast path of a steady block (kKeepMaxBySums): exponentials against the row
+// max as it stands, packed straight into `pn` (the next PV product's A fragments;
+// s is left as it was). True, for the whole warp, when every row has a max and
+// each of this thread's two partial row sums is at most 2^threshold; the row sums
+// are then updated (the max and O stay). False: the caller runs online_softmax.
+__device__ __forceinline__ bool exps_at_current_max(const float (&s)[kSAcc], RowStats& st,
+                                                    float to_log2, uint32_t (&pn)[kPvSteps][4]) {
+  constexpr float kLimit = static_cast<float>(1u << static_cast<int>(kRescaleThreshold));
+  float max_scaled[2], sum4[2][4];
+  bool ok = true;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    ok = ok && st.max[half] != -INFINITY;
+    max_scaled[half] = st.max[half] * to_log2;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sum4[half][c] = 0.f;
+  }
+  // s[2q], s[2q + 1]: one row (half q % 2), adjacent columns, one 32-bit P operand.
+#pragma unroll
+  for (int q = 0; q < kSAcc / 2; ++q) {
+    const int half = q % 2;
+    const float p0 = fast_exp2(fmaf(s[2 * q], to_log2, -max_scaled[half]));
+    const float p1 = fast_exp2(fmaf(s[2 * q + 1], to_log2, -max_scaled[half]));
+    sum4[half][(q / 2) % 2 * 2] += p0;
+    sum4[half][(q / 2) % 2 * 2 + 1] += p1;
+    pn[q / 4][q % 4] = pack2<Element>(p0, p1);
+  }
+  float block_sum[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    block_sum[half] = (sum4[half][0] + sum4[half][1]) + (sum4[half][2] + sum4[half][3]);
+    ok = ok && block_sum[half] <= kLimit;  // (false for NaN and inf)
+  }
+  if (!__all_sync(0xffffffffu, ok)) return false;
+  st.sum[0] += block_sum[0];
+  st.sum[1] += block_sum[1];
+  return true;
+}
+
+// pf = pn after the previous PV product retired, as identity byte permutes: ptxas
+// would coalesce moves (pn written straight into pf while that product still reads
+// it) and then serialise every wgmma (C7513).
+__device__ __forceinline__ void take_fragments(uint32_t (&pf)[kPvSteps][4],
+                                               const uint32_t (&pn)[kPvSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kPvSteps; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      asm volatile("prmt.b32 %0, %1, 0, 0x3210;\n" : "=r"(pf[kk][r]) : "r"(pn[kk][r]));
+    }
+  }
 }
 
 // ptxas moves the wait for block n-1's PV product up before block n's
@@ -1066,17 +1133,26 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           // (the ring slot holds the staged keys the mask read until here)
           release(&sh.k_empty[slot.index], thread);
           block_logits<kM, kT>(s, p, cur.tile, n, q_base, pos, bits);
-          float rescale[2];
-          bool moved = false;
-          if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
-          fence_operands(s);
-          // (only unmasked blocks: masking keeps too many registers live for it)
-          if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
-          wgmma_wait<0>();
-          fence_operands(o);
-          release(&sh.v_empty[pv.index], thread);
-          if (moved) rescale_o(o, rescale);
-          probs_to_fragments(s, pf);
+          uint32_t pn[kPvSteps][4];
+          if (kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn)) {
+            for (auto& frag : pn) fence_operands(frag);
+            wgmma_wait<0>();
+            fence_operands(o);
+            release(&sh.v_empty[pv.index], thread);
+            take_fragments(pf, pn);
+          } else {
+            float rescale[2];
+            bool moved = false;
+            if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
+            fence_operands(s);
+            // (only unmasked blocks: masking keeps too many registers live for it)
+            if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
+            wgmma_wait<0>();
+            fence_operands(o);
+            release(&sh.v_empty[pv.index], thread);
+            if (moved) rescale_o(o, rescale);
+            probs_to_fragments(s, pf);
+          }
         });
         o_written = true;
         pv = slot;
