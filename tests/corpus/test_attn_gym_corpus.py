@@ -174,3 +174,25 @@ def test_taken_mods_compile_within_the_spill_budget(c, kernel_name):
     for name in [entry] + ([f"{entry}_long"] if kernel_name == "fa_sm80" else []):
         res = compiled.resources_of(name)
         assert res.spill_bytes <= budget, f"{c.name} on {name}: {res}"
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_fa_sm90_variants_past_the_budget_take_the_build_that_spills_less():
+    """fa_sm90's steady blocks keep the row max by the sums of P with a second
+    set of P fragments live; a generated variant that spills past the budget is
+    also built without that (CUBRIDGE_KEEP_MAX_BY_SUMS=0) and the build that
+    spills less is the one used."""
+    c = next(c for c in TAKEN if c.name.startswith("generate_graphormer_spatial_bias"))
+    kernel = get_kernel("fa_sm90")
+    header = generate_header(choose_path(_spec(c, 128), kernel).plan).text
+    source = kernel.source.read_text()
+
+    def spills(**kw):
+        compiled = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, **kw)
+        return compiled.resources_of(kernel.metadata.entry).spill_bytes
+
+    with_sums = spills(source=source)  # (a patched source is built as given)
+    without = spills(source="#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n" + source)
+    assert with_sums > SPILL_BUDGET_BYTES and without < with_sums
+    assert spills() == without

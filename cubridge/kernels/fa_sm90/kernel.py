@@ -14,8 +14,9 @@ import torch
 
 from cubridge.build.arch import parse_arch
 from cubridge.build.attention_op import KernelInfo
-from cubridge.build.compile import CompiledKernel
+from cubridge.build.compile import CompiledKernel, compile_cuda
 from cubridge.build.errors import UnsupportedArchError
+from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels.abi import Launch
 from cubridge.kernels.fa_sm90.launch import ROWS_PER_CONSUMER, sm90_launch
 from cubridge.kernels.library import LibraryKernel
@@ -76,8 +77,27 @@ class FaSm90Kernel(LibraryKernel):
                                        f"sm_90a (H100/H200) only; the target is {arch}")
         if config is None and hooks_header is None:
             config = self.default_config(head_dim, masked=causal)
-        return super().compile(head_dim, dtype, arch, causal=causal, hooks_header=hooks_header,
-                               config=config, **kwargs)
+        compiled = super().compile(head_dim, dtype, arch, causal=causal,
+                                   hooks_header=hooks_header, config=config, **kwargs)
+        if hooks_header is None or kwargs.get("source") is not None:
+            return compiled  # the library's own hooks, or a patched source, as built
+        return self._within_spill_budget(compiled, head_dim, dtype, arch, hooks_header, config,
+                                         kwargs.get("head_dim_v"))
+
+    def _within_spill_budget(self, compiled: CompiledKernel, head_dim: int, dtype: torch.dtype,
+                             arch: str, hooks_header: str, config: Any,
+                             head_dim_v: int | None) -> CompiledKernel:
+        """A generated variant that spills past the budget is built once more with
+        its steady blocks always reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0:
+        one set of P fragments fewer live), and the build that spills less is used
+        (heavy per-score hooks; NOTES.md)."""
+        spills = compiled.resources_of(self.entry).spill_bytes
+        if spills <= SPILL_BUDGET_BYTES:
+            return compiled
+        defines = {**self.compile_defines(head_dim, dtype, config, head_dim_v=head_dim_v),
+                   "CUBRIDGE_KEEP_MAX_BY_SUMS": 0}
+        plain = compile_cuda(self.source, arch=arch, hooks_header=hooks_header, defines=defines)
+        return plain if plain.resources_of(self.entry).spill_bytes < spills else compiled
 
     def launch(self, info: KernelInfo, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, scale: float,
