@@ -19,8 +19,10 @@
 # merge into $OUT/NAME/ (results.json/md/png, summary.md: each variant against
 # the best peer, the geomean, each variant against our causal). Finished pieces
 # are kept in runs/_bench-NAME/ and copied to $OUT/NAME-parts/ as they finish,
-# with their wall times in timing.txt. FA4 and Flex FLASH need flash-attn-4
-# importable (PYTHONPATH); without it the phase stops unless ALLOW_NO_FA4=1.
+# with their wall times in timing.txt; each call ends by packing that folder into
+# $OUT/NAME-parts.tar.gz (the device returns at most 8 files per call). FA4 and
+# Flex FLASH need flash-attn-4 importable (PYTHONPATH); without it the phase
+# stops unless ALLOW_NO_FA4=1.
 #
 # `runs`: `cubridge run --no-bench` for each variant (IR verification, hooks,
 # compile, GPU verification), eight at a time, with `--kernel KERNEL` if given
@@ -100,6 +102,9 @@ fits() {  # fits SECONDS: is there time left in this call for a piece that long?
 record() {  # record PIECE SECONDS
   echo "$1 $2" >> "$state/timing.txt"; cp "$state/timing.txt" "$OUT/$name-parts/timing.txt"
 }
+pack_parts() {  # this call's pieces as one archive: the device returns 8 files per call
+  tar -C "$OUT" -czf "$OUT/$name-parts.tar.gz" "$name-parts" && rm -rf "${OUT:?}/$name-parts"
+}
 
 if [ ! -f "$state/runs.done" ]; then
   t0=$SECONDS
@@ -116,6 +121,7 @@ for s in "${seq_lens[@]}"; do
     if ! fits "$(estimate)"; then
       echo "MORE: $((SECONDS - start)) s used; next piece $piece needs ~$(estimate) s." \
            "Call again with the same arguments."
+      pack_parts
       exit 0
     fi
     if [ "$s" = 4096 ]; then timing=(--warmup-ms 25 --rep-ms 100)
@@ -140,3 +146,4 @@ $cub bench --merge "${parts[@]}" --name "$name" --out-dir "$OUT" > /dev/null \
   && cp "$state/timing.txt" "$OUT/$name/timing.txt" \
   && echo "DONE: $OUT/$name/summary.md, ${#parts[@]} pieces${failed:+ (FAILED: $failed)}" \
        "($((SECONDS - start)) s in this call)"
+pack_parts

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -65,14 +66,18 @@ def test_all_runs_then_benches_each_length_and_config_then_merges(tree):
     assert len(merge) == 1 and merge[0].count("results.json") == 8
     assert "DONE: " in out and "8 pieces" in out
     assert (tree / "out" / "t" / "summary.md").is_file()
-    assert (tree / "out" / "t-parts" / "s4096-llama2_7b" / "results.json").is_file()
-    assert "runs " in (tree / "out" / "t-parts" / "timing.txt").read_text()
+    # the call's pieces come back as one archive (the device returns 8 files a call)
+    assert not (tree / "out" / "t-parts").exists()
+    with tarfile.open(tree / "out" / "t-parts.tar.gz") as parts:
+        assert "t-parts/s4096-llama2_7b/results.json" in parts.getnames()
+        assert "runs " in parts.extractfile("t-parts/timing.txt").read().decode()
 
 
 @pytest.mark.slow  # its pieces take a second each
 def test_a_call_stops_before_a_piece_that_would_not_fit_and_the_next_resumes(tree):
     out, calls = run_all(tree, BUDGET_S="2", PIECE_S="1", PIECE_ESTIMATE_S="1")
     assert "MORE: " in out and "DONE" not in out
+    assert (tree / "out" / "t-parts.tar.gz").is_file()  # what this call finished
     first = [c for c in calls if c.startswith("bench ")]
     assert 1 <= len(first) < 8
     out, calls = run_all(tree, PIECE_S="0")
