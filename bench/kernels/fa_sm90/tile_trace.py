@@ -3,7 +3,8 @@ CUBRIDGE_TILE_TRACE (clock stamps of each tile's phases and the cycles each
 consumer waits on K, V, Q and the mma token; every CTA's start and end on the
 global timer), checks its output against SDPA, runs it once more and reads the
 trace back from the cubin's globals. Writes trace.json (the summary) and
-trace.md; the raw per-tile rows go to rows-<candidate>-<mode>.json.
+trace.md; the raw per-tile rows go to rows.json.gz ({candidate-mode: rows}; one
+file, as the device returns few per call).
 
     python bench/kernels/fa_sm90/tile_trace.py --out DIR [--s 4096] [--heads 32/32]
         [--candidate NAME=MACRO=VALUE,...]   (default: the library's source as is)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import json
 import sys
 import time
@@ -163,7 +165,7 @@ def main() -> None:
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g)
                for h in (hq, hk, hk))
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = []
+    runs, raw_rows = [], {}
     for name, macros in candidates:
         for causal in (False, True):
             mode = "causal" if causal else "full"
@@ -192,8 +194,7 @@ def main() -> None:
             num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
             grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
             summary = summarize(rows, cta, grid)
-            (args.out / f"rows-{name}-{mode}.json").write_text(json.dumps(
-                rows[:grid].tolist()))
+            raw_rows[f"{name}-{mode}"] = rows[:grid].tolist()
             runs.append({"candidate": name, "macros": macros, "mode": mode,
                          "tflops": tflops(b, hq, s, d, timed[False], causal),
                          "tflops_traced": tflops(b, hq, s, d, timed[True], causal),
@@ -204,6 +205,8 @@ def main() -> None:
             "command": "python bench/kernels/fa_sm90/tile_trace.py " + " ".join(sys.argv[1:])}
     data = {"meta": meta, "runs": runs}
     (args.out / "trace.json").write_text(json.dumps(data, indent=1))
+    with gzip.open(args.out / "rows.json.gz", "wt") as f:
+        json.dump(raw_rows, f)
     (args.out / "trace.md").write_text(render(data))
     print(render(data))
 
