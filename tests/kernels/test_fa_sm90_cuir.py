@@ -415,3 +415,34 @@ def test_large_score_ranges_stay_exact_with_the_lazy_rescale():
     out, lse = attention_fn(FaSm90, policy="all", num_sms=2)(q, k, v)
     ref, ref_lse = reference_attention(q, k, v)
     _check(out, lse, ref, ref_lse, q.dtype)
+
+
+def test_a_block_kept_by_the_sums_of_p_is_one_the_threshold_rule_keeps():
+    """fa_sm90.cu's steady blocks keep the max, without reducing it, for a warp
+    (16 rows) whose rows all have a max and whose threads' partial sums of P (32
+    columns each: 8j + 2t + {0, 1}) are at most 2^threshold; the CuIR applies the
+    threshold rule alone (cuir.py). Wherever the CUDA's test passes, the rule
+    must keep the max too, with the same P and factor 1."""
+    kernel = _bind(FaSm90(), 1, 1, 1, 64, 128)
+    kernel.scale = 1.0
+    gen = torch.Generator().manual_seed(3)
+    allowed = torch.ones(64, 128, dtype=torch.bool)
+    kept_by_sums = 0
+    for trial in range(40):
+        state = kernel.softmax_state(64, RESCALE_THRESHOLD)
+        kernel.normalize(state, torch.randn(64, 128, generator=gen) * 2, allowed)
+        old = state.row_max.clone()
+        # per warp a rise of up to 10 log2 units past the max, in a few columns or many
+        rise = (torch.rand(4, generator=gen) * 10).repeat_interleave(16)[:, None] / state.to_log2
+        s = old[:, None] + torch.randn(64, 128, generator=gen) * 0.5 / state.to_log2 + rise * (
+            torch.rand(64, 128, generator=gen) < 0.05 * (1 + trial % 4))
+        at_old = torch.exp2((s - old[:, None]) * state.to_log2)
+        partial = at_old.reshape(64, 16, 4, 2).sum(dim=(1, 3))  # [rows, 4 threads]
+        warp_kept = ((partial <= 2 ** RESCALE_THRESHOLD).all(dim=1)
+                     .reshape(4, 16).all(dim=1).repeat_interleave(16))
+        p, rescale = kernel.normalize(state, s, allowed)
+        assert torch.equal(state.row_max[warp_kept], old[warp_kept])
+        assert torch.equal(rescale[warp_kept], torch.ones(int(warp_kept.sum())))
+        assert torch.allclose(p[warp_kept], at_old[warp_kept], rtol=1e-6)
+        kept_by_sums += int(warp_kept.sum())
+    assert 0 < kept_by_sums < 40 * 64  # both outcomes occurred
