@@ -23,7 +23,7 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
-from cubridge.lower.score_affine import render_affine_score, render_sigmoid_exponent
+from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
@@ -127,6 +127,7 @@ def _unused(*names: str) -> str:
 # (6.1e-5), and rounding P there failed verification now and then
 # (bench/results/fa_sm90-ab-2026-11-24-sigmoid/: 33 of 2000 seeds, 0 scaled).
 _SCALED_SIGMOID = """\
+#define CUBRIDGE_HOOKS_ACTIVATION_OF_EXPONENT 1  // activation_of_exponent and kExponentBias
 #if defined(CUBRIDGE_DTYPE_FP16) && defined(CUBRIDGE_KERNEL_ACTIVATION_SCALE)
 #define CUBRIDGE_HOOKS_ACTIVATION_SCALE 32768.0f  // the kernel divides O by it
 CUBRIDGE_HD float activation(float s) {
@@ -296,7 +297,9 @@ def generate_header(plan: HookPlan) -> HookHeader:
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))
-    if plan.score and plan.normalizer == "softmax":
+    # (a sigmoid's linear score_mod has the exponent form below instead)
+    if plan.score and (plan.normalizer == "softmax" or (
+            plan.normalizer == "sigmoid" and linear_score(plan.score.node) is None)):
         affine = render_affine_score(plan.score.node, slot_of, dtypes)
         if affine:
             parts.append(affine)

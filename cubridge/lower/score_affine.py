@@ -1,7 +1,8 @@
 """Affine folding of score_mod: a score_mod of the form A * core(B * score), with
 constants A > 0 and B (tanh soft-capping: 30 * tanh(score / 30)), lets a softmax
 kernel fold B into the score scale and A into its exp2 factor, two multiplies
-fewer per score (docs/hooks.md).
+fewer per score (docs/hooks.md); a sigmoid kernel folds A into its exponent's
+FFMA (sigmoid(A core) = 1 / (1 + 2^(-A log2(e) core))).
 
 The softmax's row maximum and LSE stay exact under the fold: A > 0 keeps the
 row's largest core value the largest score, and the kernel's exp2 factor
@@ -96,8 +97,8 @@ def render_affine_score(node: Node, slot_of: Mapping[str, int],
     body = "\n".join(["  (void)s; (void)b; (void)h; (void)q; (void)k; (void)aux;",
                       *render_body(form.core, slot_of, dtypes, fast=True, contiguous_aux=True)])
     return (
-        "// score_mod(s) = kScoreOut * score_core(kScoreIn * s): a softmax kernel may fold\n"
-        "// both constants into its score scale and exp2 factor (docs/hooks.md)\n"
+        "// score_mod(s) = kScoreOut * score_core(kScoreIn * s): a softmax or sigmoid kernel\n"
+        "// may fold both constants into its score scale and exp2 factor (docs/hooks.md)\n"
         "#define CUBRIDGE_HOOKS_SCORE_AFFINE 1\n"
         f"constexpr float kScoreIn = {_float_literal(form.inner)};\n"
         f"constexpr float kScoreOut = {_float_literal(form.outer)};\n"

@@ -121,3 +121,16 @@ def test_epilogue_divides_o_by_the_headers_activation_scale():
     assert "#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1" in source
     assert "constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;" in source
     assert "float inv = 1.f / kActivationScale;" in source
+
+
+def test_launch_refuses_batches_and_kv_heads_past_16_bits():
+    """The producer keeps each ring slot's batch and K/V head in 16 bits each: past
+    that a launch says so before it builds anything (no GPU needed to get there)."""
+    from cubridge.build.errors import LaunchError
+    from cubridge.kernels.fa_sm90.launch import sm90_launch
+
+    one = torch.empty(1, 1, 1, 128, dtype=torch.bfloat16)
+    for q, k in [(one.expand(1 << 16, 1, 1, 128), one.expand(1 << 16, 1, 1, 128)),
+                 (one.expand(1, 1 << 16, 1, 128), one.expand(1, 1 << 16, 1, 128))]:
+        with pytest.raises(LaunchError, match="at most 65535"):
+            sm90_launch(None, "fa_sm90_fwd", q, k, k, q, q, 1.0, [])

@@ -38,12 +38,20 @@ def test_which_score_mods_fold():
     assert affine_score(plan_hooks(VARIANTS["alibi_causal"]).score.node) is None
 
 
-def test_only_softmax_headers_expose_the_fold():
+def test_softmax_and_nonlinear_sigmoid_headers_expose_the_fold():
     assert "CUBRIDGE_HOOKS_SCORE_AFFINE" in generate_header(
         plan_hooks(VARIANTS["softcap_causal"])).text
-    # sigmoid: the activation sees score_mod's value; the kernel folds nothing there
-    assert "CUBRIDGE_HOOKS_SCORE_AFFINE" not in generate_header(
-        plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
+    # sigmoid of a soft-capped score: A folds into the exponent's FFMA
+    comb = generate_header(plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
+    assert "CUBRIDGE_HOOKS_SCORE_AFFINE" in comb
+    assert "CUBRIDGE_HOOKS_SIGMOID_EXPONENT" not in comb
+    # a linear sigmoid score takes the exponent form alone (both define kScoreIn)
+    linear = generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text
+    assert "CUBRIDGE_HOOKS_SIGMOID_EXPONENT" in linear
+    assert "CUBRIDGE_HOOKS_SCORE_AFFINE" not in linear
+    # relu: no exponent to fold A into
+    relu = make_spec("r", None, lambda s, b, h, q, k: 30 * (s / 30).tanh(), "relu")
+    assert "CUBRIDGE_HOOKS_SCORE_AFFINE" not in generate_header(plan_hooks(relu)).text
 
 
 def _host_program(body: str) -> str:
@@ -114,5 +122,33 @@ def test_sigmoid_exponent_hooks_compute_the_weight(tmp_path):
     rows = _pairs(run_program(generate_header(plan_hooks(VARIANTS["sigmoid_causal"])).text,
                               EXPONENT_PROGRAM, tmp_path))
     assert len(rows) > 900
+    for plain, folded in rows:
+        assert folded == pytest.approx(plain, rel=1e-5, abs=1e-30)
+
+
+SIGMOID_OF_CORE_PROGRAM = _host_program("""  int64_t prefix = 7;
+  float log_s = 8.3f;  // (the test variant's score_mod subtracts a 0-d aux)
+  aux.num = 2;
+  aux.t[0].data = &prefix;
+  aux.t[1].data = &log_s;
+  const float scale = 0.088f;
+  for (float s = -3000.f; s <= 3000.f; s += 3.7f) {
+    const float folded = activation_of_exponent(
+        score_core(s * scale * kScoreIn, 0, 0, 0, 0, aux) * (-1.4426950408889634f * kScoreOut)
+        + kExponentBias);
+    printf("%.9e %.9e\\n", (double)activation(score_mod(s * scale, 0, 0, 0, 0, aux)),
+           (double)folded);
+  }
+""")
+
+
+@pytest.mark.slow
+def test_sigmoid_of_an_affine_score_computes_the_weight(tmp_path):
+    """fa_sm90's fold for a soft-capped sigmoid: activation_of_exponent(core * -A
+    log2(e) + bias) is the header's activation(score_mod(s))."""
+    header = generate_header(plan_hooks(VARIANTS["comb_prefix_softcap_sigmoid"])).text
+    rows = _pairs(run_program(header, SIGMOID_OF_CORE_PROGRAM, tmp_path))
+    assert len(rows) > 1500
+    assert min(plain for plain, _ in rows) < 1e-12 and max(plain for plain, _ in rows) > 0.99
     for plain, folded in rows:
         assert folded == pytest.approx(plain, rel=1e-5, abs=1e-30)

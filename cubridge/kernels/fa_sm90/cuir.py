@@ -13,9 +13,11 @@ to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
   iter % 2 (q_full / q_empty), then for each visited key block (kv_block_range
   walked from hi - 1 down to lo, blocks EMPTY for every consumer's 64 rows
   skipped) its BlockInfo (index, last-of-tile flag, kind for each consumer's
-  rows) with K, then V, into the ring of `stages` slots (k_full / k_empty,
-  v_full / v_empty). Past the last tile it claims, it writes index -1 into the
-  next Q buffer's word and completes its q_full without a copy. The producer
+  rows) with K into the ring of `stages` slots (k_full / k_empty), then V of
+  the block before it (v_full / v_empty; a tile's last V goes after the next
+  tile's Q and first K): no K waits behind a V slot. Past the last tile it
+  claims, it writes index -1 into the next Q buffer's word and completes its
+  q_full without a copy. The producer
   evaluates every block hook; the consumers read its classification;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
   CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
@@ -61,7 +63,10 @@ are the hook's own reads moved, not modelled; an index-only mask_mod
 (CUBRIDGE_HOOKS_MASK_INDEX_ONLY) is evaluated by the CUDA into per-thread bits
 before the block's S product is issued and applied after it retires, where
 the IR masks the scores (`scores`) after the wait: the same pairs either way;
-setmaxnreg and the swizzled layouts have no IR form. The CUDA's last CTA to
+setmaxnreg and the swizzled layouts have no IR form; the producer's trailing V
+is kept here as (slot, phase, batch, K/V head, block) where the CUDA producer
+(40 registers) reads the block and a packed (batch, K/V head) word back from the
+slot's shared words (block_info, kv_batch_head). The CUDA's last CTA to
 finish zeroes the tile counter for the next launch on its stream (a second
 element counts finished CTAs); every IR launch starts with a fresh counter.
 The IR runs CTAs one after another, so CTA 0 claims every tile past the first
@@ -257,7 +262,21 @@ class FaSm90(AttentionKernelBase):
         bn = self.block_n
         slot = PipelineState(self.stages, phase=1)  # fresh empty barriers: the first pass is free
 
+        # V of the block whose K went last: (ring index, phase, b, h_kv, n) or None
+        trailing_v: list = [None]
+
+        def issue_trailing_v() -> None:
+            if trailing_v[0] is None:
+                return
+            i, phase, b, h_kv, n = trailing_v[0]
+            self.v_empty[i].wait(phase)
+            self.v_full[i].arrive_expect_tx(self.v_s[i].nbytes)
+            self.copy_async(self.v_s[i], self.v.tile(b, h_kv, start=n * bn, rows=bn),
+                            self.v_full[i])
+            trailing_v[0] = None
+
         def load_kv(b: int, h: int, n: int, kinds: list[BlockKind], last: bool) -> None:
+            """K of block n (with its BlockInfo), then V of the block before it."""
             i = slot.index
             self.k_empty[i].wait(slot.phase)
             self.store(self.info_s[i], torch.tensor([n, int(last), *map(int, kinds)],
@@ -266,10 +285,8 @@ class FaSm90(AttentionKernelBase):
             h_kv = self.kv_head(h)
             self.copy_async(self.k_s[i], self.k.tile(b, h_kv, start=n * bn, rows=bn),
                             self.k_full[i])
-            self.v_empty[i].wait(slot.phase)
-            self.v_full[i].arrive_expect_tx(self.v_s[i].nbytes)
-            self.copy_async(self.v_s[i], self.v.tile(b, h_kv, start=n * bn, rows=bn),
-                            self.v_full[i])
+            issue_trailing_v()
+            trailing_v[0] = (i, slot.phase, b, h_kv, n)
             slot.advance()
 
         t, it = cta, 0  # a CTA's first tile is its own index
@@ -285,6 +302,8 @@ class FaSm90(AttentionKernelBase):
             self.copy_async(self.q_s[qb],
                             self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
                             self.q_full[qb])
+            if not walk:  # no K of this tile to go first
+                issue_trailing_v()
             t_next = None
             for j, (n, kinds) in enumerate(walk):
                 last = j == len(walk) - 1
@@ -295,6 +314,7 @@ class FaSm90(AttentionKernelBase):
                 t_next = self.claim_tile()
             it += 1
             if t_next >= self.num_tiles():  # no next tile: say so in the next Q buffer
+                issue_trailing_v()
                 qe = it % Q_BUFFERS
                 if it >= Q_BUFFERS:
                     self.q_empty[qe].wait((it // Q_BUFFERS - 1) & 1)

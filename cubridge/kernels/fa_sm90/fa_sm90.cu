@@ -144,14 +144,31 @@ __device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
                                             const AuxArgs& aux) {
   return hooks::score_core(s, b, h, q, k, aux);
 }
-constexpr float kScoreIn = kScoreAffine ? hooks::kScoreIn : 1.f;
-constexpr float kScoreOut = kScoreAffine ? hooks::kScoreOut : 1.f;
 #else
 constexpr bool kScoreAffine = false;
 __device__ __forceinline__ float score_core(float s, int b, int h, int q, int k,
                                             const AuxArgs& aux) {
   return hooks::score_mod(s, b, h, q, k, aux);
 }
+#endif
+// A sigmoid header's affine score_mod (one that is not linear, e.g. soft-capped):
+// B folds into the scale, A and the exponent's -log2(e) into one FFMA on the core,
+// sigmoid(A core(B s)) = activation_of_exponent(kExponentBias - A log2(e) core).
+#if defined(CUBRIDGE_HOOKS_SCORE_AFFINE) && defined(CUBRIDGE_HOOKS_ACTIVATION_OF_EXPONENT)
+constexpr bool kSigmoidOfAffine =
+    hooks::kHasScoreMod && hooks::kNormalizer == Normalizer::Elementwise;
+__device__ __forceinline__ float sigmoid_of_core(float core) {
+  return hooks::activation_of_exponent(
+      fmaf(core, -kLog2e * hooks::kScoreOut, hooks::kExponentBias));
+}
+#else
+constexpr bool kSigmoidOfAffine = false;
+__device__ __forceinline__ float sigmoid_of_core(float core) { return core; }
+#endif
+#ifdef CUBRIDGE_HOOKS_SCORE_AFFINE
+constexpr float kScoreIn = kScoreAffine || kSigmoidOfAffine ? hooks::kScoreIn : 1.f;
+constexpr float kScoreOut = kScoreAffine ? hooks::kScoreOut : 1.f;
+#else
 constexpr float kScoreIn = 1.f;
 constexpr float kScoreOut = 1.f;
 #endif
@@ -173,6 +190,7 @@ __device__ __forceinline__ float sigmoid_weight(float s, float, int, int, int, i
 }
 constexpr float kSigmoidScoreIn = 1.f;
 #endif
+
 // Headers that scale their elementwise activation up (fp16 sigmoid: weights kept
 // above fp16's subnormal range when P is rounded) say by how much; O is divided
 // back in the epilogue.
@@ -207,6 +225,7 @@ struct SharedStorageOf {
   // classification of each visited key block (BlockInfo) and whether a tile
   // visits any key block at all.
   uint32_t block_info[kStages];
+  uint32_t kv_batch_head[kStages];  // the producer's own: (batch << 16 | K/V head) per slot
   int tile_index[kQBuffers];  // the schedule index of the tile in each Q buffer; -1: no more
   int tile_live[kQBuffers];
   StagedKeyRing<kKeyReads> staged_keys;  // key-only mask reads per ring slot
@@ -376,12 +395,39 @@ __device__ __forceinline__ int claim_tile(const Sm90Params& P) {
   return static_cast<int>(gridDim.x) + atomicAdd(P.tile_counter, 1);
 }
 
+// V of the block whose K the producer issued last. It goes out after the next
+// block's K (or the next tile's Q and first K): a K load then never queues behind
+// the wait for a V slot, which frees only when the PV product two blocks back
+// retires, so each K is requested about half a block earlier. Its ring slot is the
+// one before `next`, the ring position that followed its block's K; its block and
+// (batch, K/V head) are read back from that slot's words (the producer has 40
+// registers, and table-driven block hooks spilled with them held in registers).
+struct TrailingV {
+  bool pending = false;
+
+  __device__ __forceinline__ void issue(const Sm90Params& P, SharedStorage& sh, int lane,
+                                        const RingSlot& next) {
+    if (!pending) return;
+    const int index = next.index == 0 ? kStages - 1 : next.index - 1;
+    const uint32_t phase = next.index == 0 ? next.phase ^ 1u : next.phase;
+    mbar_wait(&sh.v_empty[index], phase ^ 1u);
+    if (lane == 0) {
+      const uint32_t batch_head = sh.kv_batch_head[index];
+      load_tile(&P.tma_v, sh.v[index], &sh.v_full[index],
+                BlockInfo::index(sh.block_info[index]) * kBlockN,
+                static_cast<int>(batch_head & 0xffffu), static_cast<int>(batch_head >> 16));
+    }
+    pending = false;
+  }
+};
+
 // The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
 // arrival; the whole warp walks and classifies the key blocks (uniformly) and
 // loads the staged key reads, one position per lane and pass.
 __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh, int lane) {
   const FwdParams& p = P.p;
   RingSlot slot;
+  TrailingV v;
   int t = blockIdx.x;  // a CTA's first tile is its own index; later ones come from the counter
   for (int iter = 0;; ++iter) {
     const Tile tile = tile_at(t, P);
@@ -396,6 +442,7 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       sh.tile_live[qb] = n >= 0;
       load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
     }
+    if (n < 0) v.issue(P, sh, lane, slot);  // (no K of this tile to go first)
     // The CTA's next tile is claimed with the last key block of this one, when the
     // CTA is about to free up (tiles then go to CTAs as they free up, longest first
     // within an L2 section: balanced with sections of one wave); the atomic's round
@@ -432,12 +479,11 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       }
       if (lane == 0) {
         sh.block_info[slot.index] = BlockInfo::pack(n, next < 0, kinds);
+        sh.kv_batch_head[slot.index] = (static_cast<uint32_t>(tile.b) << 16) | h_kv;
         load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], k_start, h_kv, tile.b);
       }
-      mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
-      if (lane == 0) {
-        load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index], k_start, h_kv, tile.b);
-      }
+      v.issue(P, sh, lane, slot);  // the previous block's V, in the slot before this K's
+      v.pending = true;
       slot.advance();
       n = next;
 #pragma unroll
@@ -446,6 +492,7 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
     if (t_next < 0 && lane == 0) t_next = claim_tile(P);  // (a tile without live blocks)
     t = __shfl_sync(0xffffffffu, t_next, 0);
     if (t >= P.num_tiles) {
+      v.issue(P, sh, lane, slot);
       // No next tile: the consumers learn it from the next Q buffer (index -1).
       const int qe = (iter + 1) % kQBuffers;
       if (iter + 1 >= kQBuffers) mbar_wait(&sh.q_empty[qe], ((iter + 1) / kQBuffers - 1) & 1);
@@ -598,6 +645,8 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         float& x = s[4 * j + 2 * half + e];
         if constexpr (kSigmoidExponent) {
           x = sigmoid_weight(x, exponent_scale, b, h, qc, kc, p.aux);
+        } else if constexpr (kSigmoidOfAffine) {
+          x = sigmoid_of_core(score_core(x * scale_in, b, h, qc, kc, p.aux));
         } else {
           if constexpr (kScoreAffine) {
             x = score_core(x * scale_in, b, h, qc, kc, p.aux);

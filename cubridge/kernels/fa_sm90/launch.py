@@ -150,6 +150,9 @@ def sm90_launch(info: KernelInfo, entry: str, q: torch.Tensor, k: torch.Tensor,
     """One launch of fa_sm90: tensor maps, FwdParams fields, the persistent grid."""
     b, hq, sq, d = q.shape
     _, hk, sk, _ = k.shape
+    # (the producer keeps a ring slot's batch and K/V head in 16 bits each)
+    if b > 0xFFFF or hk > 0xFFFF:
+        raise LaunchError(f"fa_sm90: batch {b} and K/V heads {hk} must each be at most 65535")
     prm = Sm90Params()
     prm.tma_q = tensor_map(q, info.block_m, "q")
     prm.tma_k = tensor_map(k, info.block_n, "k")
