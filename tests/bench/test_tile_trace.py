@@ -57,3 +57,12 @@ def test_tiles_of_one_length_use_the_steady_blocks_cost(tile_trace):
     c0 = tile_trace.summarize(rows, cta, grid=2)["consumer0"]
     assert c0["cycles_per_block_fit"] == pytest.approx(2_000)
     assert c0["cycles_per_tile_fit"] == pytest.approx(4_000)
+
+
+def test_variants_count_their_allowed_pairs(tile_trace):
+    # 1 ms for B = 4 x 32 heads at S = 4096, D = 128: causal pairs by default, a
+    # variant's allowed pairs (per batch and head) when given
+    causal = tile_trace.tflops(4, 32, 4096, 128, 1.0, True)
+    assert causal == pytest.approx(4 * 4 * 32 * 4096 * 4097 / 2 * 128 / 1e-3 / 1e12)
+    window = tile_trace.tflops(4, 32, 4096, 128, 1.0, True, pairs=3_670_016)
+    assert window == pytest.approx(causal * 3_670_016 / (4096 * 4097 / 2))

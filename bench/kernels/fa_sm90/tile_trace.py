@@ -8,15 +8,19 @@ file, as the device returns few per call).
 
     python bench/kernels/fa_sm90/tile_trace.py --out DIR [--s 4096] [--heads 32/32]
         [--candidate NAME=MACRO=VALUE,...]   (default: the library's source as is)
+        [--variant SPEC ...]   (benchmark variants too, with their generated hooks)
 
 Each candidate is timed without the trace too (median of triton's do_bench), so
-the trace's own cost shows."""
+the trace's own cost shows. A variant is built as `cubridge run` builds it (the
+rules path's header and build), checked against its spec's reference and counted
+in its allowed pairs; its mode is its name."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import gzip
+import inspect
 import json
 import sys
 import time
@@ -118,9 +122,45 @@ def summarize(rows: np.ndarray, cta: np.ndarray, grid: int) -> dict:
     return out
 
 
-def tflops(b, hq, s, d, ms, causal):
-    pairs = s * (s + 1) / 2 if causal else s * s
+def tflops(b, hq, s, d, ms, causal, pairs=None):
+    """TFLOP/s over the allowed pairs (per batch and head; causal or full by default)."""
+    if pairs is None:
+        pairs = s * (s + 1) / 2 if causal else s * s
     return 4 * b * hq * pairs * d / (ms * 1e-3) / 1e12
+
+
+def variant_case(name: str, q, k, v):
+    """A benchmark variant as `cubridge run` builds it on the rules path: (mode,
+    causal build flag, header, packed aux, reference output, allowed pairs per
+    batch and head)."""
+    from cubridge.attention import Shape
+    from cubridge.bench.commands import load_specs
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
+    from cubridge.pipeline.variant import rules_variant
+
+    spec = load_specs([name])[0]
+    route = choose_path(spec, fa_sm90)
+    if route.plan is None:
+        sys.exit(f"{name}: not on the rules path ({route.reason})")
+    header = generate_header(route.plan)
+    variant = rules_variant(spec, fa_sm90, header)
+    b, hq, s, d = q.shape
+    shape = Shape(b, hq, k.shape[1], s, k.shape[2], d)
+    aux = spec.make_aux(shape, torch.Generator().manual_seed(0), "cuda") if spec.make_aux else {}
+    ref = spec.reference(q.float(), k.float(), v.float(), **aux)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    pairs = None
+    if spec.mask_mod is not None:
+        qi = torch.arange(s, device="cuda")[:, None]
+        ki = torch.arange(k.shape[2], device="cuda")[None, :]
+        bi = torch.arange(b, device="cuda")[:, None, None]
+        takes = inspect.signature(spec.mask_mod).parameters  # (aux the mask reads)
+        allowed = spec.mask_mod(bi, torch.tensor(0, device="cuda"), qi, ki,
+                                **{n: t for n, t in aux.items() if n in takes})
+        pairs = allowed.expand(b, s, k.shape[2]).sum().item() / b
+    return (spec.name, variant.builds[0].causal, header.text,
+            variant.pack_aux(aux, shape, "cuda"), ref, pairs)
 
 
 def render(data: dict) -> str:
@@ -153,6 +193,8 @@ def main() -> None:
     ap.add_argument("--heads", default="32/32")
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--candidate", type=_candidate, action="append", default=[])
+    ap.add_argument("--variant", action="append", default=[],
+                    help="a benchmark variant (examples/specs name), traced after the candidates")
     ap.add_argument("--commit", default="")
     args = ap.parse_args()
     from triton.testing import do_bench  # (GPU machines only)
@@ -166,40 +208,47 @@ def main() -> None:
                for h in (hq, hk, hk))
     args.out.mkdir(parents=True, exist_ok=True)
     runs, raw_rows = [], {}
+    # (candidate, mode, causal build, header, aux, reference, allowed pairs)
+    cases = []
     for name, macros in candidates:
         for causal in (False, True):
-            mode = "causal" if causal else "full"
             ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                  is_causal=causal, enable_gqa=hq != hk)
-            timed = {}
-            for trace in (False, True):
-                kernel = fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
-                                            source=_source(macros, trace))
-                out = torch.full_like(q, float("nan"))
-                lse = q.new_empty(q.shape[:3], dtype=torch.float32)
-                run = functools.partial(kernel.run, q, k, v, default_scale(d), [], out, lse)
+            cases.append((name, macros, "causal" if causal else "full", causal, None, [], ref,
+                          None))
+    for spec_name in args.variant:
+        mode, causal, header, aux, ref, pairs = variant_case(spec_name, q, k, v)
+        cases.append(("library", {}, mode, causal, header, aux, ref, pairs))
+    for name, macros, mode, causal, header, aux, ref, pairs in cases:
+        timed = {}
+        for trace in (False, True):
+            kernel = fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
+                                        hooks_header=header, source=_source(macros, trace))
+            out = torch.full_like(q, float("nan"))
+            lse = q.new_empty(q.shape[:3], dtype=torch.float32)
+            run = functools.partial(kernel.run, q, k, v, default_scale(d), aux, out, lse)
+            run()
+            err = ((out.float() - ref).norm() / ref.norm()).item()
+            if not err < 1e-2:
+                sys.exit(f"{name} {mode} trace={trace}: wrong output (rel err {err:.3g})")
+            timed[trace] = do_bench(run, warmup=100, rep=300, return_mode="median")
+            if trace:
+                for name_ in ("cubridge_tile_trace", "cubridge_cta_time"):
+                    _module(kernel).zero_global(name_)
                 run()
-                err = ((out.float() - ref).norm() / ref.norm()).item()
-                if not err < 1e-2:
-                    sys.exit(f"{name} {mode} trace={trace}: wrong output (rel err {err:.3g})")
-                timed[trace] = do_bench(run, warmup=100, rep=300, return_mode="median")
-                if trace:
-                    for name_ in ("cubridge_tile_trace", "cubridge_cta_time"):
-                        _module(kernel).zero_global(name_)
-                    run()
-                    torch.cuda.synchronize()
-                    info = kernel.compiled.resources_of(fa_sm90.entry)
-                    consumers = fa_sm90.config(d).block_m // 64
-                    rows, cta = _read_trace(kernel, consumers)
-            num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
-            grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
-            summary = summarize(rows, cta, grid)
-            raw_rows[f"{name}-{mode}"] = rows[:grid].tolist()
-            runs.append({"candidate": name, "macros": macros, "mode": mode,
-                         "tflops": tflops(b, hq, s, d, timed[False], causal),
-                         "tflops_traced": tflops(b, hq, s, d, timed[True], causal),
-                         "registers": info.registers, "summary": summary})
-            print(json.dumps(runs[-1], indent=1), flush=True)
+                torch.cuda.synchronize()
+                info = kernel.compiled.resources_of(fa_sm90.entry)
+                consumers = fa_sm90.config(d).block_m // 64
+                rows, cta = _read_trace(kernel, consumers)
+        num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
+        grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+        summary = summarize(rows, cta, grid)
+        raw_rows[f"{name}-{mode}"] = rows[:grid].tolist()
+        runs.append({"candidate": name, "macros": macros, "mode": mode,
+                     "tflops": tflops(b, hq, s, d, timed[False], causal, pairs),
+                     "tflops_traced": tflops(b, hq, s, d, timed[True], causal, pairs),
+                     "registers": info.registers, "summary": summary})
+        print(json.dumps(runs[-1], indent=1), flush=True)
     meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
             "commit": args.commit, "S": s, "B": b, "heads": args.heads, "D": d,
             "command": "python bench/kernels/fa_sm90/tile_trace.py " + " ".join(sys.argv[1:])}

@@ -1,0 +1,38 @@
+"""bench/kernels/fa_sm90/block_stats.py: what fa_sm90's tiles visit under a spec's
+mask, counted on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from cubridge.bench.commands import load_specs
+
+SCRIPT = Path(__file__).parents[2] / "bench" / "kernels" / "fa_sm90" / "block_stats.py"
+
+
+@pytest.fixture(scope="module")
+def block_stats():
+    spec = importlib.util.spec_from_file_location("block_stats", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.block_stats
+
+
+def test_causal_tiles_visit_the_blocks_up_to_their_diagonal(block_stats):
+    # S = 512: four query tiles visit 1, 2, 3 and 4 key blocks, the diagonal one masked
+    st = block_stats(load_specs(["causal"])[0], 512)
+    assert st["visited"] == pytest.approx(2.5)
+    assert st["partial"] == pytest.approx(1.0)
+    assert st["one_consumer_empty"] == 0
+    assert st["pairs_used"] == pytest.approx(512 * 513 / 2 / (10 * 128 * 128))
+
+
+def test_document_boundaries_leave_one_consumers_rows_unreached(block_stats):
+    # documents of random lengths: some visited blocks hold keys of one consumer's
+    # document only; the counts stay within what a tile can visit
+    st = block_stats(load_specs(["document_causal"])[0], 2048)
+    assert 0 < st["one_consumer_empty"] <= st["partial"] <= st["visited"] <= 16
+    assert 0.5 < st["pairs_used"] < 1
