@@ -72,7 +72,7 @@ MUTANTS = [
            (Expect(HazardError, "self.copy_async(self.k_s[i]", "producer"),
             # the producer's BlockInfo word shares K's slot: its store is caught first
             Expect(HazardError, "self.store(self.info_s[i]", "producer"),
-            Expect(DeadlockError, "self.v_empty[i].wait(slot.phase)", "producer"))),
+            Expect(DeadlockError, "self.v_empty[i].wait(phase)", "producer"))),
     Mutant("missing_arrive_deadlock", SM90,
            "            self.k_empty[slot.index].arrive()\n", "", (PRODUCER_K_EMPTY,)),
     Mutant("expect_tx_too_few_bytes", SM90,
@@ -176,15 +176,15 @@ def test_race_that_shows_under_one_policy_only_is_caught_by_comparing_policies(
                "row0 = m_block * self.block_m + wg * rows * (1 - wg)", ())
     cls, path = _load_mutant(m, tmp_path)
     # The mma token usually orders consumer0's epilogue first: a problem on which
-    # one of the policies lets consumer1 store first (3 CTAs, 8 tiles: the first
-    # CTA claims those past the first wave).
+    # one of the policies lets consumer1 store first (2 CTAs, 4 tiles: the first
+    # CTA claims those past the first wave; found by trying small problems).
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(1, 2, 512, 64, generator=gen).bfloat16()
+    q = torch.randn(1, 2, 256, 64, generator=gen).bfloat16()
     k, v = (torch.randn(1, 1, 600, 64, generator=gen).bfloat16() for _ in range(2))
     for policy in POLICIES:  # no single run can see it
-        attention_fn(cls, policy=policy, num_sms=3)(q, k, v)
+        attention_fn(cls, policy=policy, num_sms=2)(q, k, v)
     with pytest.raises(RaceError) as info:
-        attention_fn(cls, policy="all", num_sms=3)(q, k, v)
+        attention_fn(cls, policy="all", num_sms=2)(q, k, v)
     msg = str(info.value)
     assert "depends on the scheduling policy" in msg
     store = _line(path, "self.epilogue(softmax, o_acc, b, h, row0, rows)")
