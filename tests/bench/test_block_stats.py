@@ -3,22 +3,15 @@ mask, counted on the CPU."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from fa_sm90_scripts import load_fa_sm90_script
 
 from cubridge.bench.commands import load_specs
-
-SCRIPT = Path(__file__).parents[2] / "bench" / "kernels" / "fa_sm90" / "block_stats.py"
 
 
 @pytest.fixture(scope="module")
 def block_stats():
-    spec = importlib.util.spec_from_file_location("block_stats", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.block_stats
+    return load_fa_sm90_script("block_stats").block_stats
 
 
 def test_causal_tiles_visit_the_blocks_up_to_their_diagonal(block_stats):

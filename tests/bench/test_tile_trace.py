@@ -4,21 +4,14 @@ wraps, and the grid's balance comes from the global-timer stamps."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-SCRIPT = Path(__file__).parents[2] / "bench" / "kernels" / "fa_sm90" / "tile_trace.py"
+from fa_sm90_scripts import load_fa_sm90_script
 
 
 @pytest.fixture(scope="module")
 def tile_trace():
-    spec = importlib.util.spec_from_file_location("tile_trace", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_fa_sm90_script("tile_trace")
 
 
 def _trace(tile_trace, per_block: int, per_tile: int, tiles_of_cta: list[list[int]]):
