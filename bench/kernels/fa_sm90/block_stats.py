@@ -11,27 +11,21 @@ bound the masked variants' speed against causal's (NOTES.md, per-tile cost).
 from __future__ import annotations
 
 import argparse
-import inspect
 
 import torch
 
 from cubridge.attention import Shape
 from cubridge.bench.commands import load_specs
+from cubridge.spec import bind_mods, dense_mask
 
 ROWS_PER_CONSUMER = 64
 
 
 def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int = 0) -> dict:
     """Counts per query tile for one (batch 0, head 0) mask of spec at Sq = Sk = s."""
-    if spec.mask_mod is None:
-        raise ValueError(f"{spec.name} has no mask_mod")
     aux = spec.make_aux(Shape(1, 1, 1, s, s, 128), torch.Generator().manual_seed(seed), "cpu") \
         if spec.make_aux else {}
-    q, k = torch.arange(s)[:, None], torch.arange(s)[None, :]
-    takes = inspect.signature(spec.mask_mod).parameters  # (aux the mask reads)
-    allowed = spec.mask_mod(torch.tensor(0), torch.tensor(0), q, k,
-                            **{n: t for n, t in aux.items() if n in takes})
-    allowed = allowed.reshape(allowed.shape[-2:]).expand(s, s)
+    allowed = dense_mask(bind_mods(spec, aux), 1, 1, s, s)[0, 0]  # (all pairs without a mask)
     consumers, tiles, blocks = block_m // ROWS_PER_CONSUMER, s // block_m, s // block_n
     by_rows = allowed.reshape(tiles, consumers, ROWS_PER_CONSUMER, blocks, block_n)
     reached = by_rows.any(dim=(2, 4))  # [tile, consumer, key block]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
-import inspect
 import json
 import sys
 import time
@@ -135,9 +134,11 @@ def variant_case(name: str, q, k, v):
     batch and head)."""
     from cubridge.attention import Shape
     from cubridge.bench.commands import load_specs
+    from cubridge.bench.work import count_pairs
     from cubridge.lower.hook_header import generate_header
     from cubridge.pipeline.route import choose_path
     from cubridge.pipeline.variant import rules_variant
+    from cubridge.spec import bind_mods
 
     spec = load_specs([name])[0]
     route = choose_path(spec, fa_sm90)
@@ -150,15 +151,8 @@ def variant_case(name: str, q, k, v):
     aux = spec.make_aux(shape, torch.Generator().manual_seed(0), "cuda") if spec.make_aux else {}
     ref = spec.reference(q.float(), k.float(), v.float(), **aux)
     ref = ref[0] if isinstance(ref, tuple) else ref
-    pairs = None
-    if spec.mask_mod is not None:
-        qi = torch.arange(s, device="cuda")[:, None]
-        ki = torch.arange(k.shape[2], device="cuda")[None, :]
-        bi = torch.arange(b, device="cuda")[:, None, None]
-        takes = inspect.signature(spec.mask_mod).parameters  # (aux the mask reads)
-        allowed = spec.mask_mod(bi, torch.tensor(0, device="cuda"), qi, ki,
-                                **{n: t for n, t in aux.items() if n in takes})
-        pairs = allowed.expand(b, s, k.shape[2]).sum().item() / b
+    stats, _ = count_pairs(spec, bind_mods(spec, aux), shape, "cuda")  # (as the bench counts)
+    pairs = stats.allowed_pairs / (b * hq)
     return (spec.name, variant.builds[0].causal, header.text,
             variant.pack_aux(aux, shape, "cuda"), ref, pairs)
 

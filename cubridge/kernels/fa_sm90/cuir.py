@@ -17,8 +17,8 @@ to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
   the block before it (v_full / v_empty; a tile's last V goes after the next
   tile's Q and first K): no K waits behind a V slot. Past the last tile it
   claims, it writes index -1 into the next Q buffer's word and completes its
-  q_full without a copy. The producer
-  evaluates every block hook; the consumers read its classification;
+  q_full without a copy. The producer evaluates every block hook; the
+  consumers read its classification;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
   CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
   first block (release K, logits, softmax, P); per further block: take the mma
