@@ -208,6 +208,16 @@ def _block_kind_body(plan: HookPlan, slots: dict[str, int],
   return !any_live ? BlockKind::Empty : all_full ? BlockKind::Full : BlockKind::Partial;"""
 
 
+# Said of interval classification's kv_block_range (the searches below): a kernel
+# may run the same searches its own way, e.g. a warp testing 32 split points per
+# round (fa_sm90's producer), since EMPTY is monotone under inclusion.
+_KV_RANGE_BY_SEARCH = """\
+// kv_block_range below is the search for the largest EMPTY leading key range and
+// the largest EMPTY trailing one, by block_kind on multi-block ranges.
+#define CUBRIDGE_HOOKS_KV_RANGE_BY_SEARCH 1
+"""
+
+
 def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
     if plan.classification == "none":
         return (_unused("b", "h", "q_start", "q_end", "block_n", "aux")
@@ -321,6 +331,8 @@ def generate_header(plan: HookPlan) -> HookHeader:
     else:
         parts.append(_function("activation", f"  return {activation[plan.normalizer]}"))
     parts.append(_function("block_kind", _block_kind_body(plan, slot_of, dtypes)))
+    if plan.classification == "interval":
+        parts.append(_KV_RANGE_BY_SEARCH)
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
     parts.append("}  // namespace cubridge_hooks\n")
     return HookHeader("\n".join(parts), slots, plan)

@@ -59,3 +59,27 @@ def test_variants_count_their_allowed_pairs(tile_trace):
     assert causal == pytest.approx(4 * 4 * 32 * 4096 * 4097 / 2 * 128 / 1e-3 / 1e12)
     window = tile_trace.tflops(4, 32, 4096, 128, 1.0, True, pairs=3_670_016)
     assert window == pytest.approx(causal * 3_670_016 / (4096 * 4097 / 2))
+
+
+def test_the_producer_summary_shares_its_tiles_cycles(tile_trace):
+    """The producer's side (a --source that records it): each tile runs from its
+    start stamp to the next tile's (a CTA's last to its end stamp), and every
+    waited or classified cycle is a share of that, also per visited block."""
+    f = {name: i for i, name in enumerate(tile_trace.PRODUCER_FIELDS)}
+    rows = np.zeros((tile_trace.TRACE_CTAS, tile_trace.TRACE_TILES, len(f)), np.int64)
+    for cta in range(2):
+        t = (1 << 32) - 3_000  # the clock wraps inside the first tile
+        for j in range(3):
+            row = rows[cta, j]
+            row[f["top"]], row[f["q"]] = t % (1 << 32), (t + 500) % (1 << 32)
+            row[f["end"]] = (t + 9_000) % (1 << 32)
+            row[f["classify"]], row[f["wait_k_empty"]], row[f["blocks"]] = 1_000, 4_000, 4
+            t += 10_000
+    p = tile_trace.summarize_producer(rows, grid=2)
+    assert p["tiles"] == 6 and p["blocks"] == 24
+    # two CTAs of two 10,000-cycle tiles and a last one ending at its end stamp (9,000)
+    total = 2 * (2 * 10_000 + 9_000)
+    assert p["share_of_cycles"]["classify"] == pytest.approx(6 * 1_000 / total)
+    assert p["share_of_cycles"]["wait_k_empty"] == pytest.approx(6 * 4_000 / total)
+    assert p["cycles_per_block"]["classify"] == pytest.approx(250)
+    assert p["q_issued_after_tile_start"] == pytest.approx(500)

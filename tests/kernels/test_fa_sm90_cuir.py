@@ -259,16 +259,17 @@ CONSUMER0 = [
 # claim with tile 1's last (2, past the schedule) ends it: index -1 in Q buffer 0.
 # Each block's V goes after the next block's K (tile 0's last V after tile 1's Q
 # and first K; tile 1's last before the end of the CTA).
-PRODUCER = ["expect_tx q_full0",
+# (Q goes out before the walk; the tile's liveness is q_full's second arrival)
+PRODUCER = ["expect_tx q_full0", "arrive q_full0",
             "wait k_empty0 1", "expect_tx k_full0",
             "claim 1",
             "wait k_empty1 1", "expect_tx k_full1", "wait v_empty0 1", "expect_tx v_full0",
-            "expect_tx q_full1",
+            "expect_tx q_full1", "arrive q_full1",
             "wait k_empty0 0", "expect_tx k_full0", "wait v_empty1 1", "expect_tx v_full1",
             "claim 2",
             "wait k_empty1 0", "expect_tx k_full1", "wait v_empty0 0", "expect_tx v_full0",
             "wait v_empty1 0", "expect_tx v_full1",
-            "wait q_empty0 0", "arrive q_full0"]
+            "wait q_empty0 0", "arrive q_full0", "arrive q_full0"]
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -38,6 +38,21 @@ def test_flags_and_normaliser():
     assert "Normalizer::Softmax" in text and "return KvRange{0, num_kv_blocks};" in text
 
 
+def test_only_searched_key_ranges_say_so():
+    """CUBRIDGE_HOOKS_KV_RANGE_BY_SEARCH lets a kernel run the range search its own
+    way (fa_sm90: 32 split points per round), so only headers whose kv_block_range
+    is that search over block_kind may define it: not a table's closed form, not a
+    maskless header's whole range."""
+    macro = "#define CUBRIDGE_HOOKS_KV_RANGE_BY_SEARCH 1"
+    for name, searched in [("sliding_window_1024", True), ("causal", True), ("prefix_lm", True),
+                           ("document_causal", False), ("full", False)]:
+        plan = plan_hooks(VARIANTS[name])
+        text = generate_header(plan).text
+        assert (macro in text) is searched, name
+        assert ("binary searches" in text) is searched, name
+        assert (plan.classification == "interval") is searched, name
+
+
 def test_manifest_and_packing_of_a_table_variant():
     spec = VARIANTS["document_causal"]
     header = generate_header(plan_hooks(spec))

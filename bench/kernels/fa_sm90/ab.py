@@ -44,6 +44,7 @@ CANDIDATES = {
     "d128-bn128-eager": (128, Sm90TileConfig(128, 128, 2), {"CUBRIDGE_RESCALE_THRESHOLD": 0}),
     "d128-bn160": (128, Sm90TileConfig(128, 160, 2), {}),
     "d128-bn176": (128, Sm90TileConfig(128, 176, 2), {}),
+    "d128-bn64-s4": (128, Sm90TileConfig(128, 64, 4), {}),
     "d64-bm128-bn128": (64, Sm90TileConfig(128, 128, 2), {}),
     "d64-bm128-bn128-s4": (64, Sm90TileConfig(128, 128, 4), {}),
     "d64-bm192-bn128": (64, Sm90TileConfig(192, 128, 2), {}),

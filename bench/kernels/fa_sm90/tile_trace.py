@@ -9,7 +9,11 @@ file, as the device returns few per call).
     python bench/kernels/fa_sm90/tile_trace.py --out DIR [--s 4096] [--heads 32/32]
         [--candidate NAME=MACRO=VALUE,...]   (default: the library's source as is)
         [--variant SPEC ...]   (benchmark variants too, with their generated hooks)
+        [--source PATH]        (a kernel source in place of the library's fa_sm90.cu)
 
+A source that also records the producer's side (the global
+cubridge_producer_trace: per tile its classification cycles and its waits for a
+free Q buffer, K slot and V slot) gets a producer summary beside each consumer's.
 Each candidate is timed without the trace too (median of triton's do_bench), so
 the trace's own cost shows. A variant is built as `cubridge run` builds it (the
 rules path's header and build), checked against its spec's reference and counted
@@ -37,6 +41,8 @@ fa_sm90 = get_kernel("fa_sm90")
 FIELDS = ["top", "first", "steady_end", "end", "wait_k", "wait_v", "wait_token", "wait_q",
           "blocks", "tile", "sm"]
 TRACE_CTAS, TRACE_TILES = 144, 128  # fa_sm90.cu's kTraceCtas, kTraceTiles
+PRODUCER_FIELDS = ["top", "q", "end", "classify", "wait_q_empty", "wait_k_empty",
+                   "wait_v_empty", "staged", "claim", "blocks", "tile"]
 
 
 def _candidate(text: str) -> tuple[str, dict[str, str]]:
@@ -45,9 +51,10 @@ def _candidate(text: str) -> tuple[str, dict[str, str]]:
     return name, macros
 
 
-def _source(macros: dict[str, str], trace: bool) -> str:
+def _source(macros: dict[str, str], trace: bool, path: Path | None = None) -> str:
     defs = {**macros, **({"CUBRIDGE_TILE_TRACE": "1"} if trace else {})}
-    return "".join(f"#define {k} {v}\n" for k, v in defs.items()) + fa_sm90.source.read_text()
+    text = (path or fa_sm90.source).read_text()
+    return "".join(f"#define {k} {v}\n" for k, v in defs.items()) + text
 
 
 def _module(kernel):
@@ -62,6 +69,42 @@ def _read_trace(kernel, consumers: int) -> tuple[np.ndarray, np.ndarray]:
                         dtype=np.uint64)
     return (rows.reshape(TRACE_CTAS, consumers, TRACE_TILES, len(FIELDS)).astype(np.int64),
             cta.reshape(TRACE_CTAS, 2).astype(np.int64))
+
+
+def _read_producer_trace(kernel) -> np.ndarray | None:
+    """[CTA, tile, field] of the producer's trace, or None when the source has none."""
+    if b"cubridge_producer_trace" not in kernel.compiled.cubin():
+        return None
+    n = TRACE_CTAS * TRACE_TILES * len(PRODUCER_FIELDS)
+    rows = np.frombuffer(_module(kernel).read_global("cubridge_producer_trace", 4 * n),
+                         dtype=np.uint32)
+    return rows.reshape(TRACE_CTAS, TRACE_TILES, len(PRODUCER_FIELDS)).astype(np.int64)
+
+
+def summarize_producer(rows: np.ndarray, grid: int) -> dict:
+    """Where the producer's cycles went, over every CTA's tiles (a tile runs from its
+    start stamp to the next tile's; a CTA's last tile ends at its end stamp)."""
+    f = {name: i for i, name in enumerate(PRODUCER_FIELDS)}
+    totals = dict.fromkeys(("cycles", "classify", "wait_q_empty", "wait_k_empty",
+                            "wait_v_empty", "staged", "claim", "q_after_top"), 0.0)
+    tiles = blocks = 0
+    for c in range(grid):
+        r = rows[c]
+        n = int((r[:, f["end"]] != 0).sum())
+        for i in range(n):
+            end = r[i + 1, f["top"]] if i + 1 < n else r[i, f["end"]]
+            totals["cycles"] += _diff(r[i, f["top"]], end)
+            totals["q_after_top"] += _diff(r[i, f["top"]], r[i, f["q"]])
+            for k in ("classify", "wait_q_empty", "wait_k_empty", "wait_v_empty", "staged",
+                      "claim"):
+                totals[k] += r[i, f[k]]
+            blocks += int(r[i, f["blocks"]])
+        tiles += n
+    cycles = totals.pop("cycles")
+    return {"tiles": tiles, "blocks": blocks,
+            "share_of_cycles": {k: v / cycles for k, v in totals.items() if k != "q_after_top"},
+            "cycles_per_block": {k: v / max(blocks, 1) for k, v in totals.items()},
+            "q_issued_after_tile_start": totals["q_after_top"] / max(tiles, 1)}
 
 
 def _diff(a, b):
@@ -173,6 +216,17 @@ def render(data: dict) -> str:
                          ("first", "steady", "boundary", "wait_k", "wait_v", "wait_token",
                           "wait_q"))
             + f" | {r['summary']['grid']['balance']:.3f} |")
+    producer_runs = [r for r in data["runs"] if "producer" in r["summary"]]
+    if producer_runs:
+        keys = ("classify", "wait_q_empty", "wait_k_empty", "wait_v_empty", "staged", "claim")
+        lines += ["", "The producer's cycles (share of its tiles' cycles; per visited block):", "",
+                  "| candidate | mode | " + " | ".join(keys) + " |",
+                  "|---|---|" + "---|" * len(keys)]
+        for r in producer_runs:
+            pr = r["summary"]["producer"]
+            lines.append(f"| {r['candidate']} | {r['mode']} | " + " | ".join(
+                f"{100 * pr['share_of_cycles'][k]:.1f}% ({pr['cycles_per_block'][k]:.0f})"
+                for k in keys) + " |")
     lines += ["", "Shares are of consumer 0's cycles over its tiles (waits are inside the "
               "phases); the fit is tile cycles = a * blocks + b, overhead = b / a (with tiles "
               "all of one length, a is the steady blocks' median cost); balance = mean CTA "
@@ -189,6 +243,7 @@ def main() -> None:
     ap.add_argument("--candidate", type=_candidate, action="append", default=[])
     ap.add_argument("--variant", action="append", default=[],
                     help="a benchmark variant (examples/specs name), traced after the candidates")
+    ap.add_argument("--source", type=Path, help="kernel source in place of fa_sm90.cu")
     ap.add_argument("--commit", default="")
     args = ap.parse_args()
     from triton.testing import do_bench  # (GPU machines only)
@@ -217,7 +272,8 @@ def main() -> None:
         timed = {}
         for trace in (False, True):
             kernel = fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
-                                        hooks_header=header, source=_source(macros, trace))
+                                        hooks_header=header,
+                                        source=_source(macros, trace, args.source))
             out = torch.full_like(q, float("nan"))
             lse = q.new_empty(q.shape[:3], dtype=torch.float32)
             run = functools.partial(kernel.run, q, k, v, default_scale(d), aux, out, lse)
@@ -227,16 +283,21 @@ def main() -> None:
                 sys.exit(f"{name} {mode} trace={trace}: wrong output (rel err {err:.3g})")
             timed[trace] = do_bench(run, warmup=100, rep=300, return_mode="median")
             if trace:
-                for name_ in ("cubridge_tile_trace", "cubridge_cta_time"):
+                producer = b"cubridge_producer_trace" in kernel.compiled.cubin()
+                for name_ in ("cubridge_tile_trace", "cubridge_cta_time") + (
+                        ("cubridge_producer_trace",) if producer else ()):
                     _module(kernel).zero_global(name_)
                 run()
                 torch.cuda.synchronize()
                 info = kernel.compiled.resources_of(fa_sm90.entry)
                 consumers = fa_sm90.config(d).block_m // 64
                 rows, cta = _read_trace(kernel, consumers)
+                producer_rows = _read_producer_trace(kernel)
         num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
         grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
         summary = summarize(rows, cta, grid)
+        if producer_rows is not None:
+            summary["producer"] = summarize_producer(producer_rows, grid)
         raw_rows[f"{name}-{mode}"] = rows[:grid].tolist()
         runs.append({"candidate": name, "macros": macros, "mode": mode,
                      "tflops": tflops(b, hq, s, d, timed[False], causal, pairs),

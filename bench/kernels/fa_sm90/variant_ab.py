@@ -8,13 +8,16 @@ output verified before it is timed, the headers interleaved for `--rounds`.
 
 A header argument is LABEL=FOLDER holding <variant>.cuh for every variant named;
 a FOLDER that also holds fa_sm90.cu compiles that kernel source instead of the
-library's (an A/B of a kernel edit: put the other side's source there).
+library's (an A/B of a kernel edit: put the other side's source there), and one
+that holds config.json ({"block_n": 64, "stages": 4}) builds with that tile
+config instead of the metadata's (an A/B of tile shapes).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -72,6 +75,11 @@ def main() -> None:
         for label, folder in args.header:
             text = (folder / f"{spec.name}.cuh").read_text()
             variant = rules_variant(spec, lib, dataclasses.replace(base, text=text))
+            if (folder / "config.json").exists():
+                config = json.loads((folder / "config.json").read_text())
+                variant = CompiledVariant(spec, lib, [lib.build_for(b.head_dim, config=config)
+                                                      for b in variant.builds],
+                                          hooks=variant.hooks)
             if (folder / "fa_sm90.cu").exists():
                 variant = CompiledVariant(spec, lib, variant.builds, hooks=variant.hooks,
                                           source=(folder / "fa_sm90.cu").read_text())

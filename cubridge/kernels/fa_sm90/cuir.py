@@ -9,16 +9,18 @@ value before an atomic add), with its current tile's last key block: tiles go
 to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
 
 - producer (warpgroup 0; one warp in the CUDA, lane 0 issuing): per tile, its
-  schedule index, whether it visits any key block and Q into Q buffer
-  iter % 2 (q_full / q_empty), then for each visited key block (kv_block_range
-  walked from hi - 1 down to lo, blocks EMPTY for every consumer's 64 rows
-  skipped) its BlockInfo (index, last-of-tile flag, kind for each consumer's
-  rows) with K into the ring of `stages` slots (k_full / k_empty), then V of
-  the block before it (v_full / v_empty; a tile's last V goes after the next
-  tile's Q and first K): no K waits behind a V slot. Past the last tile it
-  claims, it writes index -1 into the next Q buffer's word and completes its
-  q_full without a copy. The producer evaluates every block hook; the
-  consumers read its classification;
+  schedule index and Q into Q buffer iter % 2 (q_full / q_empty), then the
+  walk of its key blocks and whether it visits any (q_full's second arrival),
+  then for each visited key block (kv_block_range walked from hi - 1 down to
+  lo, blocks EMPTY for every consumer's 64 rows skipped; the CUDA's warp
+  classifies 32 blocks at a time, one per lane, and runs a header's range
+  search 32 split points at a time) its BlockInfo (index, last-of-tile flag,
+  kind for each consumer's rows) with K into the ring of `stages` slots
+  (k_full / k_empty), then V of the block before it (v_full / v_empty; a
+  tile's last V goes after the next tile's Q and first K): no K waits behind a
+  V slot. Past the last tile it claims, it writes index -1 into the next Q
+  buffer's word and completes its q_full with both arrivals and no copy. The
+  producer evaluates every block hook; the consumers read its classification;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
   CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
   first block (release K, logits, softmax, P); per further block: take the mma
@@ -185,7 +187,9 @@ class FaSm90(AttentionKernelBase):
     def key_walk(self, b: int, h: int, m_block: int) -> list[tuple[int, list[BlockKind]]]:
         """The key blocks a tile visits, from hi - 1 down to lo, each with its kind
         for every consumer's rows; blocks EMPTY for every consumer are skipped
-        (the producer classifies per consumer only, as the CUDA's KeyWalk)."""
+        (the producer classifies per consumer only, as the CUDA's KeyWalk, whose
+        warp classifies 32 blocks at a time, one per lane: the same blocks and
+        kinds as this walk, one round of block hooks per 32 blocks)."""
         q_start = m_block * self.block_m
         q_end = min(q_start + self.block_m, self.seqlen_q)
         lo, hi = self.kv_block_range(b, h, q_start, q_end)
@@ -238,7 +242,7 @@ class FaSm90(AttentionKernelBase):
         self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_index")
         # [next, done]: the tiles claimed past each CTA's first (done: see above)
         self.tile_counter = self.launch_counter("tile_counter", 2)
-        self.q_full = self.barriers(Q_BUFFERS, 1)
+        self.q_full = self.barriers(Q_BUFFERS, 2)  # Q's bytes, then the tile's liveness
         self.q_empty = self.barriers(Q_BUFFERS, c)  # CUDA: 4 * c, one arrival per warp
         self.k_full = self.barriers(st, 1)
         self.k_empty = self.barriers(st, c)  # CUDA: 4 * c
@@ -293,15 +297,18 @@ class FaSm90(AttentionKernelBase):
         while True:
             b, h, m_block = self.tile_at(t)
             qb = it % Q_BUFFERS
-            walk = self.key_walk(b, h, m_block)
             if it >= Q_BUFFERS:  # the consumers released this buffer's previous tile
                 self.q_empty[qb].wait((it // Q_BUFFERS - 1) & 1)
+            # Q goes out before the walk (which may read tables); the tile's
+            # liveness completes q_full with its second arrival
             self.store(self.index_s[qb], torch.tensor([t], dtype=torch.int32))
-            self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
             self.q_full[qb].arrive_expect_tx(self.q_s[qb].nbytes)
             self.copy_async(self.q_s[qb],
                             self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
                             self.q_full[qb])
+            walk = self.key_walk(b, h, m_block)
+            self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
+            self.q_full[qb].arrive()
             if not walk:  # no K of this tile to go first
                 issue_trailing_v()
             t_next = None
@@ -320,6 +327,7 @@ class FaSm90(AttentionKernelBase):
                     self.q_empty[qe].wait((it // Q_BUFFERS - 1) & 1)
                 self.store(self.index_s[qe], torch.tensor([-1], dtype=torch.int32))
                 self.q_full[qe].arrive()
+                self.q_full[qe].arrive()  # (both of q_full's arrivals)
                 return
             t = t_next
 

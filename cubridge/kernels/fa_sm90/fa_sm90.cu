@@ -298,44 +298,117 @@ __device__ __forceinline__ Tile tile_at(int t, const Sm90Params& P) {
   return {bh / P.p.heads_q, bh % P.p.heads_q, P.num_m_blocks - 1 - mi};
 }
 
+// The tile's key range [lo, hi). A header whose kv_block_range is the binary search
+// over block_kind on the leading and trailing key ranges (interval rules: EMPTY is
+// monotone under inclusion; CUBRIDGE_HOOKS_KV_RANGE_BY_SEARCH) has it run by the
+// producer warp 32 ways at once: each round every lane tests one split point, so 32
+// blocks take one round per end and 1024 two, instead of a chain of dependent
+// classifications (about 3,000 cycles before each tile's first K could be issued:
+// sliding windows, bench/results/fa_sm90-ab-2026-11-25-walk32/). Each end keeps the
+// split of the last lane before the first that fails, so the result is a range the
+// hook's own classification vouches for.
+__device__ __forceinline__ KvRange tile_kv_range(const FwdParams& p, int b, int h, int q_start,
+                                                 int q_end, int num_kv_blocks, int lane) {
+#ifdef CUBRIDGE_HOOKS_KV_RANGE_BY_SEARCH
+  int lo = 0, top = num_kv_blocks;  // largest lo with [0, lo) EMPTY, in [lo, top]
+  while (lo < top) {
+    const int step = (top - lo + 31) / 32;
+    const int x = min(lo + (lane + 1) * step, top);
+    const uint32_t fails = __ballot_sync(
+        0xffffffffu, hooks::block_kind(b, h, q_start, q_end, 0, x * kBlockN, p.aux) !=
+                         BlockKind::Empty);
+    const int f = fails != 0u ? __ffs(fails) - 1 : 32;  // the first lane whose split fails
+    const int passed = f == 0 ? lo : min(lo + f * step, top);
+    top = f == 32 ? passed : min(lo + (f + 1) * step, top) - 1;
+    lo = passed;
+  }
+  int hi = num_kv_blocks, bottom = lo;  // smallest hi with [hi, n) EMPTY, in [bottom, hi]
+  while (bottom < hi) {
+    const int step = (hi - bottom + 31) / 32;
+    const int x = max(hi - (lane + 1) * step, bottom);
+    const uint32_t fails = __ballot_sync(
+        0xffffffffu, hooks::block_kind(b, h, q_start, q_end, x * kBlockN,
+                                       num_kv_blocks * kBlockN, p.aux) != BlockKind::Empty);
+    const int f = fails != 0u ? __ffs(fails) - 1 : 32;
+    const int passed = f == 0 ? hi : max(hi - f * step, bottom);
+    bottom = f == 32 ? passed : max(hi - (f + 1) * step, bottom) + 1;
+    hi = passed;
+  }
+  return KvRange{lo, hi};
+#else
+  return hooks::kv_block_range(b, h, q_start, q_end, kBlockN, num_kv_blocks, p.aux);
+#endif
+}
+
 // The key blocks a tile visits: [lo, hi) walked from hi - 1 down (partial blocks
 // on the diagonal first), skipping those EMPTY for every consumer's rows. Walked
-// by the producer alone, which classifies each block once per consumer and no
-// more: the classification is its critical path when it reads tables or takes
-// the double interval rules.
+// by the producer warp, which classifies 32 blocks at a time, one per lane and
+// each once per consumer: a block hook that reads a table then costs one round of
+// loads per 32 blocks instead of one per block. Classified block by block, it took
+// 33-44% of the producer's cycles on document_causal and share_question (1,400-
+// 1,900 cycles per block, the tile trace of 2026-11-25) and the consumers waited.
 struct KeyWalk {
+  static constexpr int kLanes = 32;
   int lo, n;  // next block to consider is n - 1
   int b, h, q_start, q_end;
+  int top;             // the last window classified: lane l holds block top - 1 - l
+  uint32_t lane_kinds;  // this lane's block: its kind per consumer, 2 bits each
+  uint32_t live;        // bit l: block top - 1 - l is not EMPTY for every consumer
 
   KeyWalk() = default;
-  __device__ __forceinline__ KeyWalk(const FwdParams& p, const Tile& t) {
+  __device__ __forceinline__ KeyWalk(const FwdParams& p, const Tile& t, int lane) {
     b = t.b;
     h = t.h;
     q_start = t.m_block * kBlockM;
     q_end = min(q_start + kBlockM, p.seqlen_q);
     const int num_kv_blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
-    const KvRange r = hooks::kv_block_range(b, h, q_start, q_end, kBlockN, num_kv_blocks, p.aux);
+    const KvRange r = tile_kv_range(p, b, h, q_start, q_end, num_kv_blocks, lane);
     lo = max(r.lo, 0);
     n = min(r.hi, num_kv_blocks);
+    top = n + kLanes;  // (nothing classified yet)
   }
   // The next live key block and its kind for each consumer's rows, or -1 when
-  // the walk is over.
-  __device__ __forceinline__ int next(const FwdParams& p, BlockKind (&kinds)[kConsumers]) {
-    while (--n >= lo) {
-      const int k_start = n * kBlockN;
-      const int k_end = min(k_start + kBlockN, p.seqlen_k);
-      bool live = false;
+  // the walk is over. Every lane of the warp calls it together.
+  __device__ __forceinline__ int next(const FwdParams& p, BlockKind (&kinds)[kConsumers],
+                                      int lane) {
+    while (n > lo) {
+      if (n <= top - kLanes) classify_window(p, lane);  // block n - 1 is past the window
+      const uint32_t ahead = live & (~0u << (top - n));  // blocks n - 1 and below
+      if (ahead != 0u) {
+        const int l = __ffs(ahead) - 1;
+        n = top - 1 - l;
+        const uint32_t w = __shfl_sync(0xffffffffu, lane_kinds, l);
+#pragma unroll
+        for (int c = 0; c < kConsumers; ++c) kinds[c] = static_cast<BlockKind>((w >> (2 * c)) & 3u);
+        return n;
+      }
+      n = top - kLanes;  // nothing live left in the window
+    }
+    return -1;
+  }
+
+ private:
+  // Blocks [n - 32, n) (those at or above lo), block n - 1 - lane on each lane.
+  __device__ __forceinline__ void classify_window(const FwdParams& p, int lane) {
+    top = n;
+    const int blk = n - 1 - lane;
+    const int k_start = blk * kBlockN;
+    const int k_end = min(k_start + kBlockN, p.seqlen_k);
+    lane_kinds = 0u;
+    bool any = false;
+    if (blk >= lo) {
 #pragma unroll
       for (int c = 0; c < kConsumers; ++c) {
         const int row0 = q_start + c * kRowsPerConsumer;
         const int row_end = min(row0 + kRowsPerConsumer, q_end);
-        kinds[c] = row0 < row_end ? hooks::block_kind(b, h, row0, row_end, k_start, k_end, p.aux)
-                                  : BlockKind::Empty;
-        live = live || kinds[c] != BlockKind::Empty;
+        const BlockKind kind = row0 < row_end
+                                   ? hooks::block_kind(b, h, row0, row_end, k_start, k_end, p.aux)
+                                   : BlockKind::Empty;
+        lane_kinds |= static_cast<uint32_t>(kind) << (2 * c);
+        any = any || kind != BlockKind::Empty;
       }
-      if (live) return n;
     }
-    return -1;
+    live = __ballot_sync(0xffffffffu, any);
   }
 };
 
@@ -432,15 +505,20 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
   for (int iter = 0;; ++iter) {
     const Tile tile = tile_at(t, P);
     const int h_kv = tile.h / (p.heads_q / p.heads_k);
-    KeyWalk walk(p, tile);
-    BlockKind kinds[kConsumers];
-    int n = walk.next(p, kinds);
+    // Q goes out before the walk, which may read tables: q_full takes two arrivals,
+    // Q's (with its bytes) and the word whether the tile visits any key block.
     const int qb = iter % kQBuffers;
     if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
     if (lane == 0) {
       sh.tile_index[qb] = t;
-      sh.tile_live[qb] = n >= 0;
       load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
+    }
+    KeyWalk walk(p, tile, lane);
+    BlockKind kinds[kConsumers];
+    int n = walk.next(p, kinds, lane);
+    if (lane == 0) {
+      sh.tile_live[qb] = n >= 0;
+      mbar_arrive(&sh.q_full[qb]);
     }
     if (n < 0) v.issue(P, sh, lane, slot);  // (no K of this tile to go first)
     // The CTA's next tile is claimed with the last key block of this one, when the
@@ -452,7 +530,7 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       // The next block classified while the ring slot may still be busy: table
       // reads of data-dependent masks overlap the wait.
       BlockKind next_kinds[kConsumers];
-      const int next = walk.next(p, next_kinds);
+      const int next = walk.next(p, next_kinds, lane);
       if (next < 0 && lane == 0) t_next = claim_tile(P);
       const int k_start = n * kBlockN;
       uint32_t staged[kKeyStaged > 0 ? kKeyStaged : 1][kBlockN / 32];
@@ -499,6 +577,7 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       if (lane == 0) {
         sh.tile_index[qe] = -1;
         mbar_arrive(&sh.q_full[qe]);
+        mbar_arrive(&sh.q_full[qe]);  // (both of q_full's arrivals)
       }
       break;
     }
@@ -1291,7 +1370,7 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kQBuffers; ++i) {
-      mbar_init(&sh.q_full[i], 1);
+      mbar_init(&sh.q_full[i], 2);  // Q's bytes, then the tile's liveness
       mbar_init(&sh.q_empty[i], 4 * kConsumers);
     }
     for (int i = 0; i < kStages; ++i) {
