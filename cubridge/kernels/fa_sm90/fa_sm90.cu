@@ -495,8 +495,8 @@ struct TrailingV {
 };
 
 // The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
-// arrival; the whole warp walks and classifies the key blocks (uniformly) and
-// loads the staged key reads, one position per lane and pass.
+// arrival; the whole warp walks the key blocks (classifying 32 at a time, one per
+// lane) and loads the staged key reads, one position per lane and pass.
 __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh, int lane) {
   const FwdParams& p = P.p;
   RingSlot slot;
