@@ -210,7 +210,7 @@ def _block_kind_body(plan: HookPlan, slots: dict[str, int],
 
 # Said of interval classification's kv_block_range (the searches below): a kernel
 # may run the same searches its own way, e.g. a warp testing 32 split points per
-# round (fa_sm90's producer), since EMPTY is monotone under inclusion.
+# round, since EMPTY is monotone under inclusion.
 _KV_RANGE_BY_SEARCH = """\
 // kv_block_range below is the search for the largest EMPTY leading key range and
 // the largest EMPTY trailing one, by block_kind on multi-block ranges.

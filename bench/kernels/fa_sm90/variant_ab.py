@@ -77,9 +77,9 @@ def main() -> None:
             variant = rules_variant(spec, lib, dataclasses.replace(base, text=text))
             if (folder / "config.json").exists():
                 config = json.loads((folder / "config.json").read_text())
-                variant = CompiledVariant(spec, lib, [lib.build_for(b.head_dim, config=config)
-                                                      for b in variant.builds],
-                                          hooks=variant.hooks)
+                builds = [lib.build_for(b.head_dim, b.head_dim_v, config=config, causal=b.causal)
+                          for b in variant.builds]  # (only the tile config changes)
+                variant = CompiledVariant(spec, lib, builds, hooks=variant.hooks)
             if (folder / "fa_sm90.cu").exists():
                 variant = CompiledVariant(spec, lib, variant.builds, hooks=variant.hooks,
                                           source=(folder / "fa_sm90.cu").read_text())
