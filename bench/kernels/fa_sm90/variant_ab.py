@@ -6,11 +6,17 @@ output verified before it is timed, the headers interleaved for `--rounds`.
     python bench/kernels/fa_sm90/variant_ab.py prefix_lm comb_prefix_softcap_sigmoid \\
         --header old=.ab/old --header new=.ab/new --seq-lens 2048,4096 --out DIR
 
-A header argument is LABEL=FOLDER holding <variant>.cuh for every variant named;
-a FOLDER that also holds fa_sm90.cu compiles that kernel source instead of the
-library's (an A/B of a kernel edit: put the other side's source there), and one
-that holds config.json ({"block_n": 64, "stages": 4}) builds with that tile
-config instead of the metadata's (an A/B of tile shapes).
+A header argument is LABEL=FOLDER holding <variant>.cuh for the variants named
+(one it lacks takes the header cubridge generates for the variant); a FOLDER that
+also holds fa_sm90.cu compiles that kernel source instead of the library's (an
+A/B of a kernel edit: put the other side's source there), and one that holds
+config.json ({"block_n": 64, "stages": 4}) builds with that tile config instead
+of the metadata's (an A/B of tile shapes).
+
+Device time is short: `--compile-only sm_90a` builds every cubin of the A/B into
+the cache ($CUBRIDGE_CACHE_DIR) on a machine without a GPU and stops; carry that
+folder to the device and run the same command there without the flag (nvcc then
+finds every build cached: bench/results/fa_sm90-ab-2026-11-26-open-early/).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from cubridge.bench.peers import Impl, Prepared
 from cubridge.bench.report import collect_metadata, invocation, write_reports
 from cubridge.bench.runner import BenchConfig, head_config, run_case
 from cubridge.bench.timing import TimingSettings, do_bench_timer
+from cubridge.build.compile import cache_root
 from cubridge.build.driver import device_arch
 from cubridge.kernels import get_kernel
 from cubridge.lower.hook_header import generate_header
@@ -60,11 +67,15 @@ def main() -> None:
     ap.add_argument("--configs", default="llama2_7b")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--compile-only", metavar="ARCH",
+                    help="build every cubin for ARCH (e.g. sm_90a) into the cache and stop")
     args = ap.parse_args()
+    if args.out is None and not args.compile_only:
+        ap.error("--out is required unless --compile-only")
 
     lib = get_kernel("fa_sm90")
-    arch = device_arch(torch.device("cuda"))
+    arch = args.compile_only or device_arch(torch.device("cuda"))
     specs = load_specs(args.variants)
     variants: dict[tuple[str, str], CompiledVariant] = {}
     for spec in specs:
@@ -73,7 +84,8 @@ def main() -> None:
             sys.exit(f"{spec.name}: not on the rules path ({route.reason})")
         base = generate_header(route.plan)
         for label, folder in args.header:
-            text = (folder / f"{spec.name}.cuh").read_text()
+            header = folder / f"{spec.name}.cuh"
+            text = header.read_text() if header.exists() else base.text
             variant = rules_variant(spec, lib, dataclasses.replace(base, text=text))
             if (folder / "config.json").exists():
                 config = json.loads((folder / "config.json").read_text())
@@ -86,6 +98,9 @@ def main() -> None:
             variants[spec.name, label] = variant
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(lambda v: v.compile(arch), variants.values()))
+    if args.compile_only:
+        print(f"built {len(variants)} variants for {arch} in {cache_root()}")
+        return
     for v in variants.values():
         v.prepare("cuda")
 

@@ -1,0 +1,42 @@
+"""bench/kernels/fa_sm90/variant_ab.py --compile-only: every cubin of an A/B built
+into the cache on a machine without a GPU, so that the device call finds them all
+(device time is what an A/B is short of)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from fa_sm90_scripts import load_fa_sm90_script
+
+from cubridge.bench.commands import load_specs
+from cubridge.kernels import get_kernel
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_compile_only_builds_every_side_into_the_cache(tmp_path, monkeypatch, capsys):
+    variant_ab = load_fa_sm90_script("variant_ab")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CUBRIDGE_CACHE_DIR", str(cache))
+    library = tmp_path / "library"  # no header, no source: the generated header, the library's
+    library.mkdir()
+    edited = tmp_path / "edited"  # a kernel edit on one side
+    edited.mkdir()
+    (edited / "fa_sm90.cu").write_text(get_kernel("fa_sm90").source.read_text() + "\n// edit\n")
+    monkeypatch.setattr(sys, "argv", ["variant_ab.py", "causal", "--header", f"lib={library}",
+                                      "--header", f"edit={edited}", "--compile-only", "sm_90a"])
+    variant_ab.main()
+    assert "built 2 variants for sm_90a" in capsys.readouterr().out
+    entries = sorted(p.name for p in (cache / "cubin").glob("*/*"))
+    (spec,) = load_specs(["causal"])
+    assert len(entries) == 2 * len(spec.dtypes)  # each side, each dtype
+    variant_ab.main()  # a second run builds nothing new
+    assert sorted(p.name for p in (cache / "cubin").glob("*/*")) == entries
+
+
+def test_out_is_required_for_a_timed_run(monkeypatch):
+    variant_ab = load_fa_sm90_script("variant_ab")
+    monkeypatch.setattr(sys, "argv", ["variant_ab.py", "causal", "--header", "a=x"])
+    with pytest.raises(SystemExit):
+        variant_ab.main()
