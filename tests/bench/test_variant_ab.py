@@ -35,8 +35,9 @@ def test_compile_only_builds_every_side_into_the_cache(tmp_path, monkeypatch, ca
     assert sorted(p.name for p in (cache / "cubin").glob("*/*")) == entries
 
 
-def test_out_is_required_for_a_timed_run(monkeypatch):
+def test_out_is_required_for_a_timed_run(monkeypatch, capsys):
     variant_ab = load_fa_sm90_script("variant_ab")
     monkeypatch.setattr(sys, "argv", ["variant_ab.py", "causal", "--header", "a=x"])
     with pytest.raises(SystemExit):
         variant_ab.main()
+    assert "--out is required unless --compile-only" in capsys.readouterr().err
