@@ -1,0 +1,138 @@
+"""A/B of hook headers for benchmark variants on fa_sm90: each header is
+compiled into the variant's kernel (same plan, same aux slots) and run through
+the benchmark loop on the same inputs: the float64 reference first, every
+output verified before it is timed, the headers interleaved for `--rounds`.
+
+    python bench/kernels/fa_sm90/variant_ab.py prefix_lm comb_prefix_softcap_sigmoid \\
+        --header old=.ab/old --header new=.ab/new --seq-lens 2048,4096 --out DIR
+
+A header argument is LABEL=FOLDER holding <variant>.cuh for the variants named
+(one it lacks takes the header cubridge generates for the variant); a FOLDER that
+also holds fa_sm90.cu compiles that kernel source instead of the library's (an
+A/B of a kernel edit: put the other side's source there), and one that holds
+config.json ({"block_n": 64, "stages": 4}) builds with that tile config instead
+of the metadata's (an A/B of tile shapes).
+
+Device time is short: `--compile-only sm_90a` builds every cubin of the A/B into
+the cache ($CUBRIDGE_CACHE_DIR) on a machine without a GPU and stops; carry that
+folder to the device and run the same command there without the flag (nvcc then
+finds every build cached: bench/results/fa_sm90-ab-2026-11-26-open-early/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from cubridge.bench.commands import load_specs
+from cubridge.bench.peers import Impl, Prepared
+from cubridge.bench.report import collect_metadata, invocation, write_reports
+from cubridge.bench.runner import BenchConfig, head_config, run_case
+from cubridge.bench.timing import TimingSettings, do_bench_timer
+from cubridge.build.compile import cache_root
+from cubridge.build.driver import device_arch
+from cubridge.kernels import get_kernel
+from cubridge.lower.hook_header import generate_header
+from cubridge.pipeline.route import choose_path
+from cubridge.pipeline.variant import CompiledVariant, rules_variant
+from cubridge.spec import Spec
+
+
+def _label_folder(text: str) -> tuple[str, Path]:
+    label, _, folder = text.partition("=")
+    if not label or not folder:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LABEL=FOLDER")
+    return label, Path(folder)
+
+
+def _impl(name: str, variant: CompiledVariant) -> Impl:
+    # "qhost" labels: Q multiplied by the score_mod's input factor (scale * kScoreIn) in
+    # the timed call, for a kernel that then skips that multiply per score.
+    import re
+    m = re.search(r"constexpr float kScoreIn = ([0-9.e+-]+)f;", variant.hooks.text)
+    score_in = float(m.group(1)) if m else 1.0
+
+    def prepare(case) -> Prepared:  # noqa: ANN001
+        q, k, v, aux, scale = case.q, case.k, case.v, case.aux, case.scale
+        if name.startswith("qhost"):
+            s = (scale if scale is not None else q.shape[-1] ** -0.5) * score_in
+            return Prepared(lambda: variant(q * s, k, v, scale=scale, **aux)[0])
+        return Prepared(lambda: variant(q, k, v, scale=scale, **aux)[0])
+
+    return Impl(name, prepare, "fa_sm90 with this header")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("variants", nargs="+")
+    ap.add_argument("--header", type=_label_folder, action="append", required=True)
+    ap.add_argument("--seq-lens", default="4096")
+    ap.add_argument("--configs", default="llama2_7b")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--compile-only", metavar="ARCH",
+                    help="build every cubin for ARCH (e.g. sm_90a) into the cache and stop")
+    args = ap.parse_args()
+    if args.out is None and not args.compile_only:
+        ap.error("--out is required unless --compile-only")
+
+    lib = get_kernel("fa_sm90")
+    arch = args.compile_only or device_arch(torch.device("cuda"))
+    specs = load_specs(args.variants)
+    variants: dict[tuple[str, str], CompiledVariant] = {}
+    for spec in specs:
+        route = choose_path(spec, lib)
+        if route.plan is None:
+            sys.exit(f"{spec.name}: not on the rules path ({route.reason})")
+        base = generate_header(route.plan)
+        for label, folder in args.header:
+            header = folder / f"{spec.name}.cuh"
+            text = header.read_text() if header.exists() else base.text
+            variant = rules_variant(spec, lib, dataclasses.replace(base, text=text))
+            if (folder / "config.json").exists():
+                config = json.loads((folder / "config.json").read_text())
+                builds = [lib.build_for(b.head_dim, b.head_dim_v, config=config, causal=b.causal)
+                          for b in variant.builds]  # (only the tile config changes)
+                variant = CompiledVariant(spec, lib, builds, hooks=variant.hooks)
+            if (folder / "fa_sm90.cu").exists():
+                variant = CompiledVariant(spec, lib, variant.builds, hooks=variant.hooks,
+                                          source=(folder / "fa_sm90.cu").read_text())
+            variants[spec.name, label] = variant
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(lambda v: v.compile(arch), variants.values()))
+    if args.compile_only:
+        print(f"built {len(variants)} variants for {arch} in {cache_root()}")
+        return
+    for v in variants.values():
+        v.prepare("cuda")
+
+    config = BenchConfig(seq_lens=[int(s) for s in args.seq_lens.split(",")],
+                         configs=args.configs.split(","),
+                         dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16)
+    run_and_report([(spec, [_impl(f"{label}#{r + 1}", variants[spec.name, label])
+                            for r in range(args.rounds) for label, _ in args.header])
+                    for spec in specs], config, args.out, "headers interleaved by round")
+
+
+def run_and_report(cases: list[tuple[Spec, list[Impl]]], config: BenchConfig, out: Path,
+                   how: str) -> None:
+    """Each spec's impls through the bench loop at every config and length of
+    `config` (the reference first, every output verified), then the reports."""
+    timer = do_bench_timer(TimingSettings())
+    results = [run_case(spec, head_config(spec, cfg_name), s, impls, config, timer)
+               for spec, impls in cases for cfg_name in config.configs for s in config.seq_lens]
+    meta = collect_metadata(invocation(sys.argv), "cuda",
+                            f"triton.testing.do_bench, median, L2 flushed; {how}")
+    for path in write_reports(out, meta, results).values():
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
