@@ -24,6 +24,7 @@ from cubridge.lower.cuda_render import (
     render_interval,
 )
 from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
+from cubridge.lower.row_interval import render_row_interval
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan
@@ -320,6 +321,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
     parts.append(_function("mask_mod", body))
     parts += render_staged_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
+    parts.append(render_row_interval(plan.mask.node if plan.mask else None, slot_of, dtypes))
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":

@@ -21,6 +21,13 @@ struct KvRange {
   int hi;
 };
 
+// The keys [lo, hi] (inclusive) one query row allows, where a mask has that form
+// (row_interval); lo > hi: none.
+struct KeyInterval {
+  int lo;
+  int hi;
+};
+
 constexpr int kMaxAux = 8;
 constexpr int kMaxAuxRank = 4;
 

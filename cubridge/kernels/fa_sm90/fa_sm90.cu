@@ -660,6 +660,35 @@ struct RowStaged {
 using MaskBits = uint32_t[2];
 static_assert(kBlockN / 4 <= 32, "a thread's columns of one row fit a 32-bit word");
 
+// Headers whose mask allows each row one interval of keys say so (kRowInterval,
+// row_interval): a row's bits are then one range, set in a few operations instead of
+// a mask_mod per pair (sliding windows +1-4%: bench/results/fa_sm90-ab-2026-11-27-rowiv/).
+// (CUBRIDGE_ROW_INTERVAL_BITS=0 turns it off: the spill fallback of FaSm90Kernel.compile)
+#ifndef CUBRIDGE_ROW_INTERVAL_BITS
+#define CUBRIDGE_ROW_INTERVAL_BITS 1
+#endif
+#if defined(CUBRIDGE_HOOKS_ROW_INTERVAL) && CUBRIDGE_ROW_INTERVAL_BITS
+constexpr bool kRowInterval = hooks::kRowInterval;
+__device__ __forceinline__ KeyInterval row_interval(int b, int h, int q, const AuxArgs& aux) {
+  return hooks::row_interval(b, h, q, aux);
+}
+#else
+constexpr bool kRowInterval = false;
+__device__ __forceinline__ KeyInterval row_interval(int, int, int, const AuxArgs&) {
+  return {0, -1};
+}
+#endif
+
+// The bits of a row's pairs whose key lies in [lo, hi]. This thread's columns
+// k_first + 8j + e (bit 2j + e) increase with the bit index, so those bits are one
+// range: from the first column at or after lo to the last at or before hi.
+__device__ __forceinline__ uint32_t interval_bits(int lo, int hi, int k_first) {
+  const int a = lo - k_first, b = hi - k_first;  // in column offsets 8j + e
+  const int first = a <= 0 ? 0 : 2 * (a >> 3) + min(a & 7, 2);
+  const int last = min(2 * (b >> 3) + min(b & 7, 1), kBlockN / 4 - 1);
+  return first > last ? 0u : (0xffffffffu >> (31 - last)) & (0xffffffffu << first);
+}
+
 template <bool kTail>
 __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, int b, int h,
                                           int q_base, int k_base, const FragmentPos& pos,
@@ -674,6 +703,18 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
     qc[half] = kTail ? min(q[half], p.seqlen_q - 1) : q[half];
   }
   uint32_t word[2] = {0u, 0u};
+  if constexpr (kRowInterval) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const KeyInterval r = row_interval(b, h, qc[half], p.aux);
+      const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
+      const bool row_in = !kTail || q[half] < p.seqlen_q;
+      word[half] = row_in ? interval_bits(r.lo, hi, k_base + pos.col0) : 0u;
+    }
+    bits[0] = all_masked ? 0u : word[0];
+    bits[1] = all_masked ? 0u : word[1];
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll

@@ -87,17 +87,24 @@ class FaSm90Kernel(LibraryKernel):
     def _within_spill_budget(self, compiled: CompiledKernel, head_dim: int, dtype: torch.dtype,
                              arch: str, hooks_header: str, config: Any,
                              head_dim_v: int | None) -> CompiledKernel:
-        """A generated variant that spills past the budget is built once more with
-        its steady blocks always reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0:
-        one set of P fragments fewer live), and the build that spills less is used
-        (heavy per-score hooks; NOTES.md)."""
-        spills = compiled.resources_of(self.entry).spill_bytes
-        if spills <= SPILL_BUDGET_BYTES:
-            return compiled
-        defines = {**self.compile_defines(head_dim, dtype, config, head_dim_v=head_dim_v),
-                   "CUBRIDGE_KEEP_MAX_BY_SUMS": 0}
-        plain = compile_cuda(self.source, arch=arch, hooks_header=hooks_header, defines=defines)
-        return plain if plain.resources_of(self.entry).spill_bytes < spills else compiled
+        """A generated variant that spills past the budget is built again without
+        the register-hungry fast paths, one and then both: its steady blocks always
+        reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0: one set of P fragments
+        fewer live), its mask bits per pair instead of from row intervals
+        (CUBRIDGE_ROW_INTERVAL_BITS=0). The build that spills least is used (heavy
+        per-score hooks; NOTES.md)."""
+        best, best_spills = compiled, compiled.resources_of(self.entry).spill_bytes
+        base = self.compile_defines(head_dim, dtype, config, head_dim_v=head_dim_v)
+        for off in ({"CUBRIDGE_KEEP_MAX_BY_SUMS": 0}, {"CUBRIDGE_ROW_INTERVAL_BITS": 0},
+                    {"CUBRIDGE_KEEP_MAX_BY_SUMS": 0, "CUBRIDGE_ROW_INTERVAL_BITS": 0}):
+            if best_spills <= SPILL_BUDGET_BYTES:
+                break
+            build = compile_cuda(self.source, arch=arch, hooks_header=hooks_header,
+                                 defines={**base, **off})
+            spills = build.resources_of(self.entry).spill_bytes
+            if spills < best_spills:
+                best, best_spills = build, spills
+        return best
 
     def launch(self, info: KernelInfo, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, scale: float,

@@ -1,0 +1,82 @@
+"""Row intervals of index-only masks (cubridge/lower/row_interval.py): which masks
+have one, and that the interval allows exactly the mask's keys, row by row. The
+header's C++ form is checked against mask_mod for every pair by the host harness
+(hook_harness.inc, tests/lower/test_hooks_compiled.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cubridge.lower.row_interval import NO_LOWER, NO_UPPER, render_row_interval, row_interval
+from cubridge.transfer.expr import Node
+from cubridge.transfer.torch_render import grid_function
+from cubridge.transfer.trace import trace_mask_mod
+
+
+def _node(mask_mod) -> Node:
+    return trace_mask_mod(mask_mod, {}).node
+
+
+def _bounds(nodes: tuple[Node, ...], fold, empty: int, q: torch.Tensor) -> torch.Tensor:
+    out = torch.full_like(q, empty)
+    for n in nodes:
+        value = grid_function(n)(0, 0, q, 0)
+        out = fold(out, torch.as_tensor(value).expand_as(q))
+    return out
+
+
+WITH_INTERVAL = {
+    "causal": lambda b, h, q, k: q >= k,
+    "sliding_window": lambda b, h, q, k: (q >= k) & (q - k < 100),
+    "band": lambda b, h, q, k: (k - q <= 7) & (q - k <= 9),
+    "written_backwards": lambda b, h, q, k: (k <= q) & (k > q - 50) & (k >= 3),
+    "offsets": lambda b, h, q, k: (q + 3 - k > 0) & (-k + q < 40),
+    "equal": lambda b, h, q, k: k == q // 2,
+    "row_condition": lambda b, h, q, k: (q >= k) & (q < 150),
+}
+WITHOUT = {
+    "global_plus_window": lambda b, h, q, k: (q >= k) & ((q - k < 64) | (k < 8)),
+    "dilated": lambda b, h, q, k: (q >= k) & ((q - k) % 2 == 0),
+    "blockwise": lambda b, h, q, k: k // 16 <= q // 16,
+    "two_keys": lambda b, h, q, k: 2 * k <= q,  # (a key coefficient other than +-1)
+    "scaled": lambda b, h, q, k: 2 * q - 2 * k + 1 > 0,  # (an interval, not recognised)
+    "not_equal": lambda b, h, q, k: k != q,
+}
+
+
+@pytest.mark.parametrize("name", sorted(WITH_INTERVAL))
+def test_the_interval_allows_exactly_the_masks_keys(name):
+    mask_mod = WITH_INTERVAL[name]
+    iv = row_interval(_node(mask_mod))
+    assert iv is not None, name
+    q = torch.arange(300).view(-1, 1)
+    k = torch.arange(300).view(1, -1)
+    lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q)
+    hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q)
+    ok = torch.ones_like(q, dtype=torch.bool)
+    for g in iv.guards:
+        ok = ok & torch.as_tensor(grid_function(g)(0, 0, q, 0)).expand_as(q)
+    got = ok & (lo <= k) & (k <= hi)
+    want = mask_mod(0, 0, q, k)
+    assert torch.equal(got, want.expand_as(got)), name
+
+
+@pytest.mark.parametrize("name", sorted(WITHOUT))
+def test_masks_without_one_interval_per_row_get_none(name):
+    assert row_interval(_node(WITHOUT[name])) is None
+
+
+def test_aux_reading_masks_get_none():
+    table = torch.zeros(300, dtype=torch.int64)
+    assert row_interval(_node(lambda b, h, q, k: (q >= k) & (table[k] == table[q]))) is None
+
+
+def test_the_header_says_whether_it_has_one():
+    yes = render_row_interval(_node(WITH_INTERVAL["sliding_window"]), {}, {})
+    assert "constexpr bool kRowInterval = true;" in yes
+    assert "#define CUBRIDGE_HOOKS_ROW_INTERVAL 1" in yes
+    no = render_row_interval(_node(WITHOUT["dilated"]), {}, {})
+    assert "constexpr bool kRowInterval = false;" in no
+    assert "KeyInterval{0, -1}" in no
+    assert "constexpr bool kRowInterval = false;" in render_row_interval(None, {}, {})
