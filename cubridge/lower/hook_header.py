@@ -23,8 +23,8 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
-from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
 from cubridge.lower.row_interval import render_row_interval
+from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.hooks import HookPlan

@@ -3,7 +3,7 @@ comparisons, each linear in the key with coefficient +-1 and otherwise free of i
 (q >= k, q - k < W, k < G, k >= q - W + 1, ...), allows each query row one
 interval of keys [lo(b, h, q), hi(b, h, q)]. A kernel may then set a row's mask
 bits as one range, a few operations per row instead of a mask_mod per pair
-(fa_sm90: row_interval, docs/hooks.md). Disjunctions (a window plus global keys),
+(row_interval, docs/hooks.md). Disjunctions (a window plus global keys),
 aux reads and any other key arithmetic have no such form; mask_mod stays for them."""
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def render_row_interval(mask: Node | None, slots: Mapping[str, int],
     """kRowInterval and row_interval of a generated header (a stub where the mask
     has no row interval)."""
     iv = row_interval(mask)
-    head = "CUBRIDGE_HD cubridge::KeyInterval row_interval(int b, int h, int q, const AuxArgs& aux) {"
+    head = ("CUBRIDGE_HD cubridge::KeyInterval row_interval(int b, int h, int q, "
+            "const AuxArgs& aux) {")
     unused = "  (void)b; (void)h; (void)q; (void)aux;"
     if iv is None:
         return "\n".join([ROW_INTERVAL_COMMENT, "constexpr bool kRowInterval = false;", head,

@@ -134,3 +134,34 @@ def test_launch_refuses_batches_and_kv_heads_past_16_bits():
                  (one.expand(1, 1 << 16, 1, 128), one.expand(1, 1 << 16, 1, 128))]:
         with pytest.raises(LaunchError, match="at most 65535"):
             sm90_launch(None, "fa_sm90_fwd", q, k, k, q, q, 1.0, [])
+
+
+@pytest.mark.slow  # nvcc builds
+@pytest.mark.nvcc
+def test_a_variant_past_the_budget_may_drop_its_row_interval_bits():
+    """relative_position (a causal mask with a per-pair bias gather) spills past the
+    variant budget with every fast path on; the compile's fallback then also drops
+    the row-interval mask bits (CUBRIDGE_ROW_INTERVAL_BITS=0), and the build used is
+    the one that spills least, below what dropping the row max by sums alone gives."""
+    from cubridge.bench.commands import load_specs
+    from cubridge.build.resources import SPILL_BUDGET_BYTES
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
+
+    spec = load_specs(["relative_position"])[0]
+    header = generate_header(choose_path(spec, fa_sm90).plan).text
+    assert "constexpr bool kRowInterval = true;" in header
+    source = fa_sm90.source.read_text()
+
+    def spills(prefix: str | None) -> int:
+        kw = {} if prefix is None else {"source": prefix + source}
+        compiled = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, **kw)
+        return compiled.resources_of(fa_sm90.metadata.entry).spill_bytes
+
+    every_path = spills("")  # (a patched source is built as given: no fallback)
+    sums_off = spills("#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n")
+    both_off = spills("#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n#define CUBRIDGE_ROW_INTERVAL_BITS 0\n")
+    assert every_path > SPILL_BUDGET_BYTES
+    assert both_off < sums_off
+    assert spills(None) == min(every_path, sums_off, both_off,
+                               spills("#define CUBRIDGE_ROW_INTERVAL_BITS 0\n"))
