@@ -1,10 +1,13 @@
 """Row intervals of index-only masks. A mask_mod that is a conjunction of
 comparisons, each linear in the key with coefficient +-1 and otherwise free of it
 (q >= k, q - k < W, k < G, k >= q - W + 1, ...), allows each query row one
-interval of keys [lo(b, h, q), hi(b, h, q)]. A kernel may then set a row's mask
-bits as one range, a few operations per row instead of a mask_mod per pair
-(row_interval, docs/hooks.md). Disjunctions (a window plus global keys),
-aux reads and any other key arithmetic have no such form; mask_mod stays for them."""
+interval of keys [lo(b, h, q), hi(b, h, q)]; a disjunction of such conjunctions
+(a window plus global keys: `q >= k & (q - k < W | k < G)`) allows the union of
+their intervals. A kernel may then set a row's mask bits as a few ranges, a few
+operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
+Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
+Reads that depend on the key, any other key arithmetic and unions of more than
+MAX_INTERVALS intervals have no such form; mask_mod stays for them."""
 
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ KEY = "k"
 # Bounds where a row has none on that side (keys are far inside these).
 NO_LOWER = -(1 << 30)
 NO_UPPER = 1 << 30
+# Each interval costs a kernel about a dozen operations per row; past a few, a
+# mask_mod per pair is as cheap.
+MAX_INTERVALS = 2
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,19 @@ def _combine(a: Node | None, b: Node | None, sign: int) -> Node | None:
     return apply("add" if sign > 0 else "sub", a, b)
 
 
-def _atoms(n: Node) -> list[Node] | None:
-    """The conjuncts of a bool expression (None where it is not a conjunction)."""
-    if n.op in ("and", "bitand") and n.dtype == DType.BOOL:
-        left, right = _atoms(n.args[0]), _atoms(n.args[1])
-        return None if left is None or right is None else left + right
-    return [n]
+def _disjuncts(n: Node) -> list[list[Node]] | None:
+    """A bool expression in disjunctive normal form: the conjunctions whose union
+    it is, each a list of atoms (None past MAX_INTERVALS conjunctions)."""
+    if n.dtype == DType.BOOL and n.op in ("and", "bitand", "or", "bitor"):
+        left, right = _disjuncts(n.args[0]), _disjuncts(n.args[1])
+        if left is None or right is None:
+            return None
+        if n.op in ("or", "bitor"):
+            terms = left + right
+        else:
+            terms = [a + b for a in left for b in right]
+        return terms if len(terms) <= MAX_INTERVALS else None
+    return [[n]]
 
 
 # key OP x, for `c * key + r OP 0` with c = +1 (x = -r) and c = -1 (x = r):
@@ -81,13 +94,27 @@ _PLUS = {"lt": ("upper", -1), "le": ("upper", 0), "gt": ("lower", 1), "ge": ("lo
 _MINUS = {"lt": ("lower", 1), "le": ("lower", 0), "gt": ("upper", -1), "ge": ("upper", 0)}
 
 
-def row_interval(mask: Node | None) -> RowInterval | None:
-    """The per-row key interval of an index-only mask, or None."""
-    if mask is None or mask.dtype != DType.BOOL or aux_reads(mask):
+def row_intervals(mask: Node | None) -> tuple[RowInterval, ...] | None:
+    """The per-row key intervals of an index-only mask (each row allows their
+    union), or None."""
+    if mask is None or mask.dtype != DType.BOOL or _reads_per_key(mask):
         return None
-    atoms = _atoms(mask)
-    if atoms is None:
+    terms = _disjuncts(mask)
+    if terms is None:
         return None
+    intervals = tuple(_interval(atoms) for atoms in terms)
+    return None if any(iv is None for iv in intervals) else intervals
+
+
+def _reads_per_key(mask: Node) -> bool:
+    """Whether the mask reads aux at an index that depends on the key (a row's
+    bounds may read aux at key-free indices: a 0-d prefix length, a per-row table)."""
+    return any(n.op == "aux_size" or (n.op == "aux_load" and KEY in free_vars(n))
+               for n in mask.walk())
+
+
+def _interval(atoms: list[Node]) -> RowInterval | None:
+    """The interval a conjunction of atoms allows, or None."""
     lower: list[Node] = []
     upper: list[Node] = []
     guards: list[Node] = []
@@ -121,34 +148,48 @@ def _fold(bounds: tuple[Node, ...], fn: str, empty: int, slots: Mapping[str, int
           aux_dtypes: Mapping[str, torch.dtype]) -> str:
     if not bounds:
         return str(empty)
-    text = render_value(bounds[0], slots, aux_dtypes)
+
+    def bound(n: Node) -> str:  # (an aux read is int64: keys are int, as in mask_mod)
+        text = render_value(n, slots, aux_dtypes)
+        return f"static_cast<int>({text})" if aux_reads(n) else text
+
+    text = bound(bounds[0])
     for b in bounds[1:]:
-        text = f"detail::{fn}({text}, {render_value(b, slots, aux_dtypes)})"
+        text = f"detail::{fn}({text}, {bound(b)})"
     return text
 
 
 ROW_INTERVAL_COMMENT = """\
-// Each query row's allowed keys, as one interval [lo, hi] (inclusive), where
-// kRowInterval: a kernel may set a row's mask bits as one range (docs/hooks.md).
-#define CUBRIDGE_HOOKS_ROW_INTERVAL 1  // (kRowInterval and row_interval are defined)"""
+// Each query row's allowed keys, as the union of kRowIntervals intervals [lo, hi]
+// (inclusive; 0: the mask has no such form): a kernel may set a row's mask bits as
+// that many ranges (docs/hooks.md).
+#define CUBRIDGE_HOOKS_ROW_INTERVALS 1  // (kRowIntervals and row_interval are defined)"""
 
 
 def render_row_interval(mask: Node | None, slots: Mapping[str, int],
                         aux_dtypes: Mapping[str, torch.dtype]) -> str:
-    """kRowInterval and row_interval of a generated header (a stub where the mask
-    has no row interval)."""
-    iv = row_interval(mask)
-    head = ("CUBRIDGE_HD cubridge::KeyInterval row_interval(int b, int h, int q, "
+    """kRowIntervals and row_interval of a generated header (a stub where the mask
+    has no row intervals)."""
+    intervals = row_intervals(mask) or ()
+    head = ("CUBRIDGE_HD cubridge::KeyInterval row_interval(int i, int b, int h, int q, "
             "const AuxArgs& aux) {")
-    unused = "  (void)b; (void)h; (void)q; (void)aux;"
-    if iv is None:
-        return "\n".join([ROW_INTERVAL_COMMENT, "constexpr bool kRowInterval = false;", head,
-                          unused, "  return cubridge::KeyInterval{0, -1};", "}", ""])
-    lines = [ROW_INTERVAL_COMMENT, "constexpr bool kRowInterval = true;", head, unused]
-    for g in iv.guards:
-        lines.append(f"  if (!({render_value(g, slots, aux_dtypes)})) "
-                     "return cubridge::KeyInterval{0, -1};")
-    lo = _fold(iv.lower, "max", NO_LOWER, slots, aux_dtypes)
-    hi = _fold(iv.upper, "min", NO_UPPER, slots, aux_dtypes)
-    lines += [f"  return cubridge::KeyInterval{{{lo}, {hi}}};", "}", ""]
+    lines = [ROW_INTERVAL_COMMENT, f"constexpr int kRowIntervals = {len(intervals)};", head,
+             "  (void)i; (void)b; (void)h; (void)q; (void)aux;"]
+    for i, iv in enumerate(intervals):
+        body = []
+        for g in iv.guards:
+            body.append(f"if (!({render_value(g, slots, aux_dtypes)})) "
+                        "return cubridge::KeyInterval{0, -1};")
+        lo = _fold(iv.lower, "max", NO_LOWER, slots, aux_dtypes)
+        hi = _fold(iv.upper, "min", NO_UPPER, slots, aux_dtypes)
+        body.append(f"return cubridge::KeyInterval{{{lo}, {hi}}};")
+        if i + 1 < len(intervals):
+            lines.append(f"  if (i == {i}) {{")
+            lines += [f"    {line}" for line in body]
+            lines.append("  }")
+        else:
+            lines += [f"  {line}" for line in body]
+    if not intervals:
+        lines.append("  return cubridge::KeyInterval{0, -1};")
+    lines += ["}", ""]
     return "\n".join(lines)

@@ -150,7 +150,7 @@ def test_a_variant_past_the_budget_may_drop_its_row_interval_bits():
 
     spec = load_specs(["relative_position"])[0]
     header = generate_header(choose_path(spec, fa_sm90).plan).text
-    assert "constexpr bool kRowInterval = true;" in header
+    assert "constexpr int kRowIntervals = 1;" in header
     source = fa_sm90.source.read_text()
 
     def spills(prefix: str | None) -> int:

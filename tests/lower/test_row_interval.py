@@ -1,5 +1,5 @@
 """Row intervals of index-only masks (cubridge/lower/row_interval.py): which masks
-have one, and that the interval allows exactly the mask's keys, row by row. The
+have them, and that their union allows exactly the mask's keys, row by row. The
 header's C++ form is checked against mask_mod for every pair by the host harness
 (hook_harness.inc, tests/lower/test_hooks_compiled.py)."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cubridge.lower.row_interval import NO_LOWER, NO_UPPER, render_row_interval, row_interval
+from cubridge.lower.row_interval import (MAX_INTERVALS, NO_LOWER, NO_UPPER,
+                                        render_row_interval, row_intervals)
 from cubridge.transfer.expr import Node
 from cubridge.transfer.torch_render import grid_function
 from cubridge.transfer.trace import trace_mask_mod
@@ -34,9 +35,15 @@ WITH_INTERVAL = {
     "offsets": lambda b, h, q, k: (q + 3 - k > 0) & (-k + q < 40),
     "equal": lambda b, h, q, k: k == q // 2,
     "row_condition": lambda b, h, q, k: (q >= k) & (q < 150),
+    # unions of two
+    "global_plus_window": lambda b, h, q, k: (q >= k) & ((q - k < 64) | (k < 8)),
+    "prefix_lm": lambda b, h, q, k: (q >= k) | (k < 37),
+    "band_or_tail": lambda b, h, q, k: ((q - k <= 5) & (k - q <= 5)) | (k >= 290),
+    "row_dependent_union": lambda b, h, q, k: ((k <= q) & (q < 100)) | ((k >= q) & (q >= 200)),
 }
 WITHOUT = {
-    "global_plus_window": lambda b, h, q, k: (q >= k) & ((q - k < 64) | (k < 8)),
+    "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
+    "union_with_a_gap": lambda b, h, q, k: (q >= k) & ((q - k < 64) | ((k % 16) == 0)),
     "dilated": lambda b, h, q, k: (q >= k) & ((q - k) % 2 == 0),
     "blockwise": lambda b, h, q, k: k // 16 <= q // 16,
     "two_keys": lambda b, h, q, k: 2 * k <= q,  # (a key coefficient other than +-1)
@@ -46,37 +53,42 @@ WITHOUT = {
 
 
 @pytest.mark.parametrize("name", sorted(WITH_INTERVAL))
-def test_the_interval_allows_exactly_the_masks_keys(name):
+def test_the_intervals_allow_exactly_the_masks_keys(name):
     mask_mod = WITH_INTERVAL[name]
-    iv = row_interval(_node(mask_mod))
-    assert iv is not None, name
+    intervals = row_intervals(_node(mask_mod))
+    assert intervals is not None and 1 <= len(intervals) <= MAX_INTERVALS, name
     q = torch.arange(300).view(-1, 1)
     k = torch.arange(300).view(1, -1)
-    lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q)
-    hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q)
-    ok = torch.ones_like(q, dtype=torch.bool)
-    for g in iv.guards:
-        ok = ok & torch.as_tensor(grid_function(g)(0, 0, q, 0)).expand_as(q)
-    got = ok & (lo <= k) & (k <= hi)
+    got = torch.zeros(300, 300, dtype=torch.bool)
+    for iv in intervals:
+        lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q)
+        hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q)
+        ok = torch.ones_like(q, dtype=torch.bool)
+        for g in iv.guards:
+            ok = ok & torch.as_tensor(grid_function(g)(0, 0, q, 0)).expand_as(q)
+        got = got | (ok & (lo <= k) & (k <= hi))
     want = mask_mod(0, 0, q, k)
     assert torch.equal(got, want.expand_as(got)), name
 
 
 @pytest.mark.parametrize("name", sorted(WITHOUT))
-def test_masks_without_one_interval_per_row_get_none(name):
-    assert row_interval(_node(WITHOUT[name])) is None
+def test_masks_without_a_few_intervals_per_row_get_none(name):
+    assert row_intervals(_node(WITHOUT[name])) is None
 
 
 def test_aux_reading_masks_get_none():
     table = torch.zeros(300, dtype=torch.int64)
-    assert row_interval(_node(lambda b, h, q, k: (q >= k) & (table[k] == table[q]))) is None
+    assert row_intervals(_node(lambda b, h, q, k: (q >= k) & (table[k] == table[q]))) is None
 
 
-def test_the_header_says_whether_it_has_one():
-    yes = render_row_interval(_node(WITH_INTERVAL["sliding_window"]), {}, {})
-    assert "constexpr bool kRowInterval = true;" in yes
-    assert "#define CUBRIDGE_HOOKS_ROW_INTERVAL 1" in yes
+def test_the_header_says_how_many_intervals_it_has():
+    one = render_row_interval(_node(WITH_INTERVAL["sliding_window"]), {}, {})
+    assert "constexpr int kRowIntervals = 1;" in one
+    assert "#define CUBRIDGE_HOOKS_ROW_INTERVALS 1" in one
+    two = render_row_interval(_node(WITH_INTERVAL["global_plus_window"]), {}, {})
+    assert "constexpr int kRowIntervals = 2;" in two
+    assert "if (i == 0) {" in two
     no = render_row_interval(_node(WITHOUT["dilated"]), {}, {})
-    assert "constexpr bool kRowInterval = false;" in no
+    assert "constexpr int kRowIntervals = 0;" in no
     assert "KeyInterval{0, -1}" in no
-    assert "constexpr bool kRowInterval = false;" in render_row_interval(None, {}, {})
+    assert "constexpr int kRowIntervals = 0;" in render_row_interval(None, {}, {})

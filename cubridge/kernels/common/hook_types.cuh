@@ -21,8 +21,8 @@ struct KvRange {
   int hi;
 };
 
-// The keys [lo, hi] (inclusive) one query row allows, where a mask has that form
-// (row_interval); lo > hi: none.
+// Keys [lo, hi] (inclusive) of one query row, where a mask allows each row a
+// union of such intervals (row_interval); lo > hi: none.
 struct KeyInterval {
   int lo;
   int hi;

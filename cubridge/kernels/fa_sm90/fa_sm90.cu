@@ -660,21 +660,23 @@ struct RowStaged {
 using MaskBits = uint32_t[2];
 static_assert(kBlockN / 4 <= 32, "a thread's columns of one row fit a 32-bit word");
 
-// Headers whose mask allows each row one interval of keys say so (kRowInterval,
-// row_interval): a row's bits are then one range, set in a few operations instead of
-// a mask_mod per pair (sliding windows +1-4%: bench/results/fa_sm90-ab-2026-11-27-rowiv/).
+// Headers whose mask allows each row a union of a few intervals of keys say so
+// (kRowIntervals, row_interval): a row's bits are then that many ranges, set in a few
+// operations each instead of a mask_mod per pair (sliding windows +1-4%:
+// bench/results/fa_sm90-ab-2026-11-27-rowiv/).
 // (CUBRIDGE_ROW_INTERVAL_BITS=0 turns it off: the spill fallback of FaSm90Kernel.compile)
 #ifndef CUBRIDGE_ROW_INTERVAL_BITS
 #define CUBRIDGE_ROW_INTERVAL_BITS 1
 #endif
-#if defined(CUBRIDGE_HOOKS_ROW_INTERVAL) && CUBRIDGE_ROW_INTERVAL_BITS
-constexpr bool kRowInterval = hooks::kRowInterval;
-__device__ __forceinline__ KeyInterval row_interval(int b, int h, int q, const AuxArgs& aux) {
-  return hooks::row_interval(b, h, q, aux);
+#if defined(CUBRIDGE_HOOKS_ROW_INTERVALS) && CUBRIDGE_ROW_INTERVAL_BITS
+constexpr int kRowIntervals = hooks::kRowIntervals;
+__device__ __forceinline__ KeyInterval row_interval(int i, int b, int h, int q,
+                                                    const AuxArgs& aux) {
+  return hooks::row_interval(i, b, h, q, aux);
 }
 #else
-constexpr bool kRowInterval = false;
-__device__ __forceinline__ KeyInterval row_interval(int, int, int, const AuxArgs&) {
+constexpr int kRowIntervals = 0;
+__device__ __forceinline__ KeyInterval row_interval(int, int, int, int, const AuxArgs&) {
   return {0, -1};
 }
 #endif
@@ -703,13 +705,18 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
     qc[half] = kTail ? min(q[half], p.seqlen_q - 1) : q[half];
   }
   uint32_t word[2] = {0u, 0u};
-  if constexpr (kRowInterval) {
+  if constexpr (kRowIntervals > 0) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const KeyInterval r = row_interval(b, h, qc[half], p.aux);
-      const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
+      uint32_t w = 0u;
+#pragma unroll
+      for (int i = 0; i < kRowIntervals; ++i) {
+        const KeyInterval r = row_interval(i, b, h, qc[half], p.aux);
+        const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
+        w |= interval_bits(r.lo, hi, k_base + pos.col0);
+      }
       const bool row_in = !kTail || q[half] < p.seqlen_q;
-      word[half] = row_in ? interval_bits(r.lo, hi, k_base + pos.col0) : 0u;
+      word[half] = row_in ? w : 0u;
     }
     bits[0] = all_masked ? 0u : word[0];
     bits[1] = all_masked ? 0u : word[1];
