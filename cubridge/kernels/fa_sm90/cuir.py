@@ -64,7 +64,7 @@ ones into registers per tile; with them a consumer releases K after masking)
 are the hook's own reads moved, not modelled; an index-only mask_mod
 (CUBRIDGE_HOOKS_MASK_INDEX_ONLY) is evaluated by the CUDA into per-thread bits
 before the block's S product is issued and applied after it retires (a header
-with row intervals, kRowInterval, sets each row's bits as one range), where
+with row intervals, kRowIntervals, sets each row's bits as ranges), where
 the IR masks the scores (`scores`) after the wait: the same pairs either way;
 setmaxnreg and the swizzled layouts have no IR form; the producer's trailing V
 is kept here as (slot, phase, batch, K/V head, block) where the CUDA producer
