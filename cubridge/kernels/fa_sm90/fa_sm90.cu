@@ -100,6 +100,13 @@ static_assert(kBlockN % 16 == 0 && kBlockN <= 192, "key blocks are whole k-steps
 static_assert(kStages >= 2, "the K/V ring needs at least two slots");
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
               "register reallocation exceeds the register file");
+// The launch allocates kLaunchRegs a thread (what __launch_bounds__(kThreads, 1) leaves),
+// and setmaxnreg moves registers only within that allocation: the consumers' increase
+// must come from what the producer warpgroup releases, or their setmaxnreg.inc waits
+// forever (48 producer registers did: bench/results/fa_sm90-ab-2026-11-27-walker/).
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+static_assert(kConsumers * (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs,
+              "the consumers claim more registers than the producer releases");
 
 // Shared tiles are stored as kPanels column panels of 64 elements, each [rows x 128
 // B] with the 128-byte swizzle (what TMA writes and wgmma reads).
