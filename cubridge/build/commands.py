@@ -63,7 +63,8 @@ def _build(args: argparse.Namespace) -> int:
                         return 1
                     r = c.resources_of(meta.entry)
                     spilled += r.spills
-                    spill = f"{r.spill_store_bytes}/{r.spill_load_bytes}"
+                    spill = f"{r.spill_store_bytes}/{r.spill_load_bytes}" + (
+                        f"+{r.callee_spill_bytes}" if r.callee_spill_bytes else "")
                     print(f"{arch:7} {d:>4} {str(dtype)[6:]:9} {str(causal):6} {r.registers:>4} "
                           f"{r.stack_frame_bytes:>5} {spill:>11}  "
                           f"{'yes' if c.from_cache else 'no':6}  {c.cubin_path}")

@@ -24,7 +24,7 @@ COMMON_DIR = KERNELS_DIR / "common"
 DEFAULT_HOOKS_DIR = COMMON_DIR / "default_hooks"
 HOOKS_HEADER = "cubridge_hooks.cuh"
 BASE_FLAGS = ("-cubin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas=-v")
-_FORMAT = 1  # bump when the artifact layout or key recipe changes
+_FORMAT = 2  # bump when the artifact layout or key recipe changes (2: callee spills)
 _HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".cu", ".inl")
 
 

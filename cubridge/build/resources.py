@@ -4,7 +4,7 @@ and spills per function, parsed into records kept with each cubin."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 # Spill traffic (stores + loads, bytes) a variant built from a library kernel
 # may have. A variant's hooks or edits add registers to a kernel that sits near
@@ -30,14 +30,24 @@ class KernelResources:
     spill_store_bytes: int
     spill_load_bytes: int
     barriers: int
+    # Spill traffic of the non-inlined device functions compiled with it for the same
+    # arch (ptxas reports them apart; any may be called from this entry, so they count).
+    callee_spill_bytes: int = 0
 
     @property
     def spills(self) -> bool:
-        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+        return self.spill_bytes > 0
 
     @property
     def spill_bytes(self) -> int:
-        return self.spill_store_bytes + self.spill_load_bytes
+        return self.spill_store_bytes + self.spill_load_bytes + self.callee_spill_bytes
+
+    def spill_text(self, *more: str) -> str:
+        """'N B (S B stored, L B loaded[, C B in non-inlined functions][, more...])'."""
+        parts = [f"{self.spill_store_bytes} B stored", f"{self.spill_load_bytes} B loaded"]
+        if self.callee_spill_bytes:
+            parts.append(f"{self.callee_spill_bytes} B in non-inlined functions")
+        return f"{self.spill_bytes} B ({', '.join([*parts, *more])})"
 
     @property
     def within_spill_budget(self) -> bool:
@@ -62,19 +72,28 @@ _BARRIERS = re.compile(r"used (\d+) barriers")
 
 
 def parse_ptxas_report(text: str) -> dict[str, KernelResources]:
-    """Entry functions of a `ptxas -v` log, by (mangled or extern "C") name.
+    """Entry functions of a `ptxas -v` log, by (mangled or extern "C") name. The
+    spills of non-inlined device functions (`__noinline__`) compiled for the same
+    arch count towards each entry's spill_bytes (callee_spill_bytes): ptxas lists
+    them apart, and an entry's own line would read 'no spills' beside a callee
+    that spills hundreds of bytes.
 
     Raises ValueError when an entry's report is incomplete, so that a changed
     log format fails loudly instead of reading as 'no spills'."""
     found: dict[str, KernelResources] = {}
+    callee_spills: dict[str, int] = {}  # arch -> spill traffic of non-entry functions
     entry: str | None = None
+    callee = False  # the next frame line is a non-entry function's
     arch = ""
     frame: tuple[int, int, int] | None = None
     for line in text.splitlines():
         if m := _COMPILING.search(line):
-            entry, arch, frame = m.group(1), m.group(2), None
+            entry, arch, frame, callee = m.group(1), m.group(2), None, False
         elif (m := _PROPERTIES.search(line)) and m.group(1) != entry:
-            entry = None  # a non-entry function's properties follow
+            entry, callee = None, True  # a non-entry function's properties follow
+        elif (m := _FRAME.search(line)) and callee:
+            callee_spills[arch] = callee_spills.get(arch, 0) + int(m.group(2)) + int(m.group(3))
+            callee = False
         elif (m := _FRAME.search(line)) and entry is not None:
             frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
         elif (m := _USED.search(line)) and entry is not None:
@@ -93,4 +112,5 @@ def parse_ptxas_report(text: str) -> dict[str, KernelResources]:
                 barriers=int(barriers.group(1)) if barriers else 0,
             )
             entry = None
-    return found
+    return {name: replace(r, callee_spill_bytes=callee_spills.get(r.arch, 0))
+            for name, r in found.items()}

@@ -27,7 +27,7 @@ import torch
 
 from cubridge.build import CompileError
 from cubridge.build.nvcc import nvcc_available
-from cubridge.build.resources import SPILL_BUDGET_BYTES
+from cubridge.build.resources import SPILL_BUDGET_BYTES, KernelResources
 from cubridge.kernels import KernelBuild, LibraryKernel
 from cubridge.llm import LLMClient, ReplyParseError, apply_edits, parse_edits, run_generated
 from cubridge.llm.loop import Rejected
@@ -131,8 +131,7 @@ def _budget_text(lib: LibraryKernel, source: dict[str, Any]) -> str:
         at = "" if d == dv and d in lib.metadata.head_dims else (
             f" (measured at its largest head dim, {max(lib.metadata.head_dims)})")
         parts.append(f"build {name}: the unmodified {lib.name}{at} uses {res.registers} registers "
-                     f"per thread and spills {res.spill_bytes} B ({res.spill_store_bytes} B "
-                     f"stored, {res.spill_load_bytes} B loaded); the edited kernel may spill at "
+                     f"per thread and spills {res.spill_text()}; the edited kernel may spill at "
                      f"most {res.spill_bytes + VARIANT_SPILL_MARGIN_BYTES} B")
     return ("\n" + "\n".join(f"- {p}" for p in parts) + "\n(the source's spills plus "
             f"{VARIANT_SPILL_MARGIN_BYTES} B: more means the edit keeps too much live, "
@@ -246,9 +245,9 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
         name = build_name(build)
         budget = (budgets or {}).get(name, SPILL_BUDGET_BYTES)
         if res.spill_bytes > budget:
-            raise Rejected(f"build {name} compiles but spills {res.spill_bytes} B "
-                           f"({res.spill_store_bytes} B stored, {res.spill_load_bytes} B "
-                           f"loaded, {res.registers} registers); its budget is {budget} B "
+            raise Rejected(f"build {name} compiles but spills "
+                           f"{res.spill_text(f'{res.registers} registers')}; its budget "
+                           f"is {budget} B "
                            "(the unmodified kernel's spills plus "
                            f"{VARIANT_SPILL_MARGIN_BYTES} B): restructure so that less "
                            "stays live")
@@ -260,7 +259,7 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
         checked = gpu_check(compiled, edited)  # raises Rejected on a failure, fault or hang
         lowered.verification, lowered.time_ms = checked.verification, checked.time_ms
     else:
-        spills = sum(r["spill_store_bytes"] + r["spill_load_bytes"]
+        spills = sum(KernelResources.from_json(r).spill_bytes
                      for r in lowered.resources.values())
         lowered.verification = (f"compile-only: nvcc {arch}, {len(builds)} build(s), "
                                 f"{spills} B of spills (within budget); "

@@ -41,6 +41,24 @@ def test_ptxas_report_reads_registers_smem_and_spills():
                                                                              False)
 
 
+def test_spills_of_non_inlined_callees_count_for_the_entries_of_their_arch():
+    log = PTXAS_LOG.replace(
+        "ptxas info    : Function properties for helper\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n",
+        "ptxas info    : Function properties for helper\n"
+        "    0 bytes stack frame, 64 bytes spill stores, 108 bytes spill loads\n"
+        "ptxas info    : Function properties for other\n"
+        "    0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n")
+    report = parse_ptxas_report(log)
+    fa, small = report["fa_fwd"], report["_Z5smallPf"]
+    assert (fa.spill_store_bytes, fa.spill_load_bytes) == (108, 96)  # its own line
+    assert fa.callee_spill_bytes == 180 and fa.spill_bytes == 108 + 96 + 180
+    assert small.callee_spill_bytes == 0 and not small.spills  # (another arch's callees)
+    clean = parse_ptxas_report(PTXAS_LOG)["_Z5smallPf"]
+    assert type(clean).from_json({k: v for k, v in clean.to_json().items()
+                                  if k != "callee_spill_bytes"}) == clean  # older records
+
+
 def test_ptxas_report_without_spill_line_fails_loudly():
     broken = "ptxas info    : Compiling entry function 'k' for 'sm_80'\n" \
              "ptxas info    : Used 10 registers\n"

@@ -8,8 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cubridge.lower.row_interval import (MAX_INTERVALS, NO_LOWER, NO_UPPER,
-                                        render_row_interval, row_intervals)
+from cubridge.lower.row_interval import (
+    MAX_INTERVALS,
+    NO_LOWER,
+    NO_UPPER,
+    render_row_interval,
+    row_intervals,
+)
 from cubridge.transfer.expr import Node
 from cubridge.transfer.torch_render import grid_function
 from cubridge.transfer.trace import trace_mask_mod
