@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from cubridge.build import compile_cuda
-from cubridge.build.errors import UnsupportedArchError
+from cubridge.build.errors import CompileError, UnsupportedArchError
 from cubridge.kernels import get_kernel, select_kernel
 from cubridge.kernels.abi import FwdParams
 from cubridge.kernels.common import gen_sm90_wgmma
@@ -165,3 +165,15 @@ def test_a_variant_past_the_budget_may_drop_its_row_interval_bits():
     assert both_off < sums_off
     assert spills(None) == min(every_path, sums_off, both_off,
                                spills("#define CUBRIDGE_ROW_INTERVAL_BITS 0\n"))
+
+
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_a_register_split_past_the_launch_allocation_does_not_compile():
+    """The consumers' setmaxnreg.inc can only take what the producer releases from the
+    launch's 168 registers a thread: a producer of 48 (which the register file alone
+    would allow) left the consumers waiting forever on an H100
+    (bench/results/fa_sm90-ab-2026-11-27-walker/). The kernel refuses it at compile time."""
+    source = "#define CUBRIDGE_PRODUCER_REGS 48\n" + fa_sm90.source.read_text()
+    with pytest.raises(CompileError, match="claim more registers than the producer releases"):
+        fa_sm90.compile(128, torch.bfloat16, "sm_90a", source=source)
