@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.lower.cuda_render import render_value
-from cubridge.transfer.expr import DType, Node, apply, aux_reads, const, free_vars
+from cubridge.transfer.expr import DType, Node, apply, const, free_vars
 
 KEY = "k"
 # Bounds where a row has none on that side (keys are far inside these).
@@ -108,9 +108,9 @@ def row_intervals(mask: Node | None) -> tuple[RowInterval, ...] | None:
 
 def _reads_per_key(mask: Node) -> bool:
     """Whether the mask reads aux at an index that depends on the key (a row's
-    bounds may read aux at key-free indices: a 0-d prefix length, a per-row table)."""
-    return any(n.op == "aux_size" or (n.op == "aux_load" and KEY in free_vars(n))
-               for n in mask.walk())
+    bounds may read aux at key-free indices, a 0-d prefix length or a per-row
+    table, and aux sizes)."""
+    return any(n.op == "aux_load" and KEY in free_vars(n) for n in mask.walk())
 
 
 def _interval(atoms: list[Node]) -> RowInterval | None:
@@ -148,14 +148,10 @@ def _fold(bounds: tuple[Node, ...], fn: str, empty: int, slots: Mapping[str, int
           aux_dtypes: Mapping[str, torch.dtype]) -> str:
     if not bounds:
         return str(empty)
-
-    def bound(n: Node) -> str:  # (an aux read is int64: keys are int, as in mask_mod)
-        text = render_value(n, slots, aux_dtypes)
-        return f"static_cast<int>({text})" if aux_reads(n) else text
-
-    text = bound(bounds[0])
+    # (integer aux reads render as int, as in mask_mod)
+    text = render_value(bounds[0], slots, aux_dtypes)
     for b in bounds[1:]:
-        text = f"detail::{fn}({text}, {bound(b)})"
+        text = f"detail::{fn}({text}, {render_value(b, slots, aux_dtypes)})"
     return text
 
 
