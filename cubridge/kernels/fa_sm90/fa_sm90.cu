@@ -168,9 +168,14 @@ __device__ __forceinline__ float sigmoid_of_core(float core) {
   return hooks::activation_of_exponent(
       fmaf(core, -kLog2e * hooks::kScoreOut, hooks::kExponentBias));
 }
+// m (kExponentBias - t) for sigmoid_of_core's t: sigmoid_weights' input.
+__device__ __forceinline__ float sigmoid_input_of_core(float core, float m) {
+  return core * (kLog2e * hooks::kScoreOut * m);
+}
 #else
 constexpr bool kSigmoidOfAffine = false;
 __device__ __forceinline__ float sigmoid_of_core(float core) { return core; }
+__device__ __forceinline__ float sigmoid_input_of_core(float core, float) { return core; }
 #endif
 #ifdef CUBRIDGE_HOOKS_SCORE_AFFINE
 constexpr float kScoreIn = kScoreAffine || kSigmoidOfAffine ? hooks::kScoreIn : 1.f;
@@ -189,6 +194,11 @@ __device__ __forceinline__ float sigmoid_weight(float s, float k1, int b, int h,
       fmaf(s, k1, fmaf(-kLog2e, hooks::score_offset(b, h, q, k, aux), hooks::kExponentBias)));
 }
 constexpr float kSigmoidScoreIn = hooks::kScoreIn;
+// m (kExponentBias - t) for sigmoid_weight's t: sigmoid_weights' input.
+__device__ __forceinline__ float sigmoid_input(float s, float k1, float m, int b, int h, int q,
+                                               int k, const AuxArgs& aux) {
+  return fmaf(s, -k1 * m, (kLog2e * m) * hooks::score_offset(b, h, q, k, aux));
+}
 #else
 constexpr bool kSigmoidExponent = false;
 __device__ __forceinline__ float sigmoid_weight(float s, float, int, int, int, int,
@@ -196,6 +206,10 @@ __device__ __forceinline__ float sigmoid_weight(float s, float, int, int, int, i
   return s;
 }
 constexpr float kSigmoidScoreIn = 1.f;
+__device__ __forceinline__ float sigmoid_input(float s, float, float, int, int, int, int,
+                                               const AuxArgs&) {
+  return s;
+}
 #endif
 
 // Headers that scale their elementwise activation up (fp16 sigmoid: weights kept
@@ -206,6 +220,47 @@ constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;
 #else
 constexpr float kActivationScale = 1.f;
 #endif
+
+// Sigmoid weights with one SFU op where the block allows it. w = C sigmoid(y) (C =
+// kActivationScale) is 1 / (1 + e^-y) on the SFU: ex2 and rcp, two ops per score,
+// which bound sigmoid kernels. Two one-op forms, each exact enough only in a range:
+// - tail (every weight small, e^y <= 1/16): w = C (u - u^2 + u^3), u = e^y, relative
+//   error u^3 <= 2.4e-4 (sigmoid_causal: y = s - log S);
+// - tanh (every weight >= C / 256): w = C (1 + tanh(y / 2)) / 2; tanh.approx's
+//   absolute error (4e-6, bench/results/fa_sm90-ab-2026-11-24-sigmoid/) is then
+//   within 1e-3 of w (soft-capped sigmoids: y = 30 tanh(s / 30)).
+// A warp takes the form its last block allowed and checks the block against that
+// form's range; a block outside it (any row of very negative scores) is redone with
+// the two-op form, which also picks the next block's form. The input is v = m y /
+// ln 2 with m = 1 (tail: u = 2^v) or ln 2 / 2 (tanh: y / 2 = v). Only unmasked
+// steady blocks take this path; masked ones and a tile's first keep the two-op form.
+// CUBRIDGE_SIGMOID_ONE_SFU=0 keeps the two-op form everywhere (A/B).
+#ifndef CUBRIDGE_SIGMOID_ONE_SFU
+#define CUBRIDGE_SIGMOID_ONE_SFU 1
+#endif
+constexpr bool kSigmoidOneSfu =
+    CUBRIDGE_SIGMOID_ONE_SFU && (kSigmoidExponent || kSigmoidOfAffine) && kConsumers == 2;
+enum SigmoidForm : int { kSigmoidTail = 0, kSigmoidTanh = 1, kSigmoidExact = 2 };
+// A form is left only after two blocks in a row fall outside its range: a lone row of
+// high scores (sigmoid_causal at S = 1024: a score above 4.2 in 3% of the blocks)
+// costs one redo, not a detour through the two-op form. Bit kSigmoidStrike of the
+// state holds the first miss.
+constexpr int kSigmoidStrike = 4;
+#ifdef CUBRIDGE_HOOKS_ACTIVATION_OF_EXPONENT
+__device__ __forceinline__ float two_op_sigmoid(float t) { return hooks::activation_of_exponent(t); }
+constexpr float kSigmoidExponentBias = hooks::kExponentBias;
+#else
+__device__ __forceinline__ float two_op_sigmoid(float t) { return t; }
+constexpr float kSigmoidExponentBias = 0.f;
+#endif
+__device__ __forceinline__ float sigmoid_input_scale(int form) {
+  return (form & ~kSigmoidStrike) == kSigmoidTanh ? 0.5f * kLn2 : 1.f;
+}
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 template <int kReads>
 struct StagedKeyRing {
   uint32_t v[kStages][kReads][kBlockN];
@@ -760,10 +815,12 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
 // activation of elementwise normalisers, and where `masked` the pairs `bits`
 // disallows become -inf (softmax) or 0 (elementwise). kTail: hook indices
 // clamped into range.
-template <bool kMasked, bool kTail>
+template <bool kMasked, bool kTail, bool kSigmoidInput>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
                                                  int h, int q_base, int k_base,
-                                                 const FragmentPos& pos, const MaskBits& bits) {
+                                                 const FragmentPos& pos, const MaskBits& bits,
+                                                 float sigmoid_m) {
+  static_assert(!kSigmoidInput || (kSigmoidOneSfu && !kMasked), "sigmoid inputs: unmasked blocks");
   const float scale_in = p.scale * kScoreIn;  // (p.scale without an affine score_mod)
   const float exponent_scale = -p.scale * kSigmoidScoreIn * kLog2e;  // (sigmoid exponents)
 #pragma unroll
@@ -777,7 +834,11 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         const int k = k_base + 8 * j + pos.col0 + e;
         const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
         float& x = s[4 * j + 2 * half + e];
-        if constexpr (kSigmoidExponent) {
+        if constexpr (kSigmoidInput && kSigmoidExponent) {
+          x = sigmoid_input(x, exponent_scale, sigmoid_m, b, h, qc, kc, p.aux);
+        } else if constexpr (kSigmoidInput) {
+          x = sigmoid_input_of_core(score_core(x * scale_in, b, h, qc, kc, p.aux), sigmoid_m);
+        } else if constexpr (kSigmoidExponent) {
           x = sigmoid_weight(x, exponent_scale, b, h, qc, kc, p.aux);
         } else if constexpr (kSigmoidOfAffine) {
           x = sigmoid_of_core(score_core(x * scale_in, b, h, qc, kc, p.aux));
@@ -957,6 +1018,74 @@ __device__ __forceinline__ void probs_to_fragments(const float (&s)[kSAcc],
   }
 }
 
+// Packed weights are non-negative (or NaN), so their 16-bit patterns order as the
+// values do: the range checks take per-half unsigned max/min of packed words (one
+// VIMNMX each, half an instruction per score).
+__device__ __forceinline__ uint32_t pattern_of(float x) { return pack2<Element>(x, 0.f) & 0xffffu; }
+__device__ __forceinline__ uint32_t packed_max(uint32_t w) { return max(w & 0xffffu, w >> 16); }
+__device__ __forceinline__ uint32_t packed_min(uint32_t w) { return min(w & 0xffffu, w >> 16); }
+
+// An unmasked block's sigmoid weights from their inputs v (scores_to_logits with
+// sigmoid_input_scale(form)), packed into pn (see kSigmoidOneSfu). `form` is this
+// warp's; the two-op redo sets it for the next block.
+__device__ __forceinline__ void sigmoid_weights(const float (&v)[kSAcc], int& form,
+                                                uint32_t (&pn)[kPvSteps][4]) {
+  constexpr float kC = kActivationScale;
+  constexpr float kTailMax = kC / 17.f;  // C sigmoid(y) at e^y = 1/16
+  constexpr float kTanhFloor = kC / 256.f;
+  const int current = form & ~kSigmoidStrike;
+  bool ok = false;
+  if (current == kSigmoidTail) {
+    uint32_t wmax = 0u;
+#pragma unroll
+    for (int q = 0; q < kSAcc / 2; ++q) {
+      float w[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float u = fast_exp2(v[2 * q + e]);
+        w[e] = kC * fmaf(u, fmaf(u, u, -u), u);
+      }
+      pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
+      wmax = __vmaxu2(wmax, pn[q / 4][q % 4]);
+    }
+    ok = packed_max(wmax) <= pattern_of(kTailMax);  // (false for NaN)
+  } else if (current == kSigmoidTanh) {
+    uint32_t wmin = 0xffffffffu;
+#pragma unroll
+    for (int q = 0; q < kSAcc / 2; ++q) {
+      float w[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) w[e] = fmaf(0.5f * kC, tanh_approx(v[2 * q + e]), 0.5f * kC);
+      pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
+      wmin = __vminu2(wmin, pn[q / 4][q % 4]);
+    }
+    ok = packed_min(wmin) >= pattern_of(kTanhFloor);
+  }
+  if (__all_sync(0xffffffffu, ok)) {
+    form = current;
+    return;
+  }
+  // The two-op form: t = kExponentBias - v / m for activation_of_exponent.
+  const float inv_m = current == kSigmoidTanh ? 2.f * kLog2e : 1.f;
+  float wmax = 0.f, wmin = kC;
+#pragma unroll
+  for (int q = 0; q < kSAcc / 2; ++q) {
+    float w[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      w[e] = two_op_sigmoid(fmaf(v[2 * q + e], -inv_m, kSigmoidExponentBias));
+      wmax = fmaxf(wmax, w[e]);
+      wmin = fminf(wmin, w[e]);
+    }
+    pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
+  }
+  const int fits = __all_sync(0xffffffffu, wmax <= kTailMax)     ? kSigmoidTail
+                   : __all_sync(0xffffffffu, wmin >= kTanhFloor) ? kSigmoidTanh
+                                                                 : kSigmoidExact;
+  const bool leave = current == kSigmoidExact || fits == current || (form & kSigmoidStrike);
+  form = leave ? fits : current | kSigmoidStrike;
+}
+
 // ---- consumer: the mma token ---------------------------------------------------------
 
 // Consumers issue their gemms in turn (ping-pong), so one's softmax runs while the
@@ -1104,12 +1233,14 @@ __device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
   }
 }
 
-template <bool kMasked, bool kTail>
+// kSigmoidInput: s gets sigmoid_weights' inputs for `sigmoid_form` (one-SFU sigmoid).
+template <bool kMasked, bool kTail, bool kSigmoidInput = false>
 __device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
                                              const Tile& tile, int n, int q_base,
-                                             const FragmentPos& pos, const MaskBits& bits) {
-  scores_to_logits<kMasked || kTail, kTail>(s, p, tile.b, tile.h, q_base, n * kBlockN, pos,
-                                            bits);
+                                             const FragmentPos& pos, const MaskBits& bits,
+                                             int sigmoid_form = kSigmoidExact) {
+  scores_to_logits<kMasked || kTail, kTail, kSigmoidInput>(
+      s, p, tile.b, tile.h, q_base, n * kBlockN, pos, bits, sigmoid_input_scale(sigmoid_form));
 }
 
 // Loads this consumer's staged query-only reads for its two rows of a tile.
@@ -1236,6 +1367,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   for (int i = 0; i < kSAcc; ++i) s[i] = 0.f;
   RingSlot slot;
   int iter = 0;
+  int sigmoid_form = kSigmoidTail;  // (this warp's; kSigmoidOneSfu)
   TileTrace trace;
   TileTrace::cta_time(0, thread, consumer);
   OpenTile cur = open_tile(P, sh, iter);
@@ -1315,9 +1447,19 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           }
           // (the ring slot holds the staged keys the mask read until here)
           release(&sh.k_empty[slot.index], thread);
-          block_logits<kM, kT>(s, p, cur.tile, n, q_base, pos, bits);
+          // (one-SFU sigmoid weights in unmasked steady blocks only: each instance of
+          // the three forms grows the kernel, and short tiles then paid in fetch)
+          constexpr bool kSigmoidIn = kSigmoidOneSfu && !kM && !kT;
+          block_logits<kM, kT, kSigmoidIn>(s, p, cur.tile, n, q_base, pos, bits, sigmoid_form);
           uint32_t pn[kPvSteps][4];
-          if (kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn)) {
+          if constexpr (kSigmoidIn) {
+            sigmoid_weights(s, sigmoid_form, pn);
+            for (auto& frag : pn) fence_operands(frag);
+            wgmma_wait<0>();
+            fence_operands(o);
+            release(&sh.v_empty[pv.index], thread);
+            take_fragments(pf, pn);
+          } else if (kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn)) {
             for (auto& frag : pn) fence_operands(frag);
             wgmma_wait<0>();
             fence_operands(o);
