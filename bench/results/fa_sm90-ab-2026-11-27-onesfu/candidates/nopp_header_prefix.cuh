@@ -1,0 +1,1 @@
+#define CUBRIDGE_PINGPONG 0
