@@ -1451,15 +1451,17 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           // the three forms grows the kernel, and short tiles then paid in fetch)
           constexpr bool kSigmoidIn = kSigmoidOneSfu && !kM && !kT;
           block_logits<kM, kT, kSigmoidIn>(s, p, cur.tile, n, q_base, pos, bits, sigmoid_form);
+          // P into pn while the previous PV product still reads pf: the one-SFU sigmoid
+          // weights, or the exponentials at the current max where the row sums allow it.
           uint32_t pn[kPvSteps][4];
+          bool p_in_pn;
           if constexpr (kSigmoidIn) {
             sigmoid_weights(s, sigmoid_form, pn);
-            for (auto& frag : pn) fence_operands(frag);
-            wgmma_wait<0>();
-            fence_operands(o);
-            release(&sh.v_empty[pv.index], thread);
-            take_fragments(pf, pn);
-          } else if (kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn)) {
+            p_in_pn = true;
+          } else {
+            p_in_pn = kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn);
+          }
+          if (p_in_pn) {
             for (auto& frag : pn) fence_operands(frag);
             wgmma_wait<0>();
             fence_operands(o);
