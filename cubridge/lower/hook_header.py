@@ -23,6 +23,7 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
+from cubridge.lower.key_runs import render_key_runs
 from cubridge.lower.row_interval import render_row_interval
 from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
@@ -219,6 +220,15 @@ _KV_RANGE_BY_SEARCH = """\
 """
 
 
+# Said of table classification: a block's kind is a load or two, so a kernel may
+# classify whole windows of blocks without finding the key range first.
+_BLOCK_TABLE = """\
+// block_kind and kv_block_range below read precomputed tables (one load per table
+// tile): a kernel may classify blocks without calling kv_block_range first.
+#define CUBRIDGE_HOOKS_BLOCK_TABLE 1
+"""
+
+
 def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
     if plan.classification == "none":
         return (_unused("b", "h", "q_start", "q_end", "block_n", "aux")
@@ -322,6 +332,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
     parts.append(_function("mask_mod", body))
     parts += render_staged_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
     parts.append(render_row_interval(plan.mask.node if plan.mask else None, slot_of, dtypes))
+    parts.append(render_key_runs(plan.mask.node if plan.mask else None, slot_of, dtypes))
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":
@@ -335,6 +346,8 @@ def generate_header(plan: HookPlan) -> HookHeader:
     parts.append(_function("block_kind", _block_kind_body(plan, slot_of, dtypes)))
     if plan.classification == "interval":
         parts.append(_KV_RANGE_BY_SEARCH)
+    if plan.classification == "table":
+        parts.append(_BLOCK_TABLE)
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
     parts.append("}  // namespace cubridge_hooks\n")
     return HookHeader("\n".join(parts), slots, plan)

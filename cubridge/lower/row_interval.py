@@ -166,10 +166,17 @@ def render_row_interval(mask: Node | None, slots: Mapping[str, int],
                         aux_dtypes: Mapping[str, torch.dtype]) -> str:
     """kRowIntervals and row_interval of a generated header (a stub where the mask
     has no row intervals)."""
-    intervals = row_intervals(mask) or ()
-    head = ("CUBRIDGE_HD cubridge::KeyInterval row_interval(int i, int b, int h, int q, "
+    return "\n".join([ROW_INTERVAL_COMMENT, render_intervals(
+        "kRowIntervals", "row_interval", row_intervals(mask) or (), slots, aux_dtypes)])
+
+
+def render_intervals(count: str, function: str, intervals: tuple[RowInterval, ...],
+                     slots: Mapping[str, int], aux_dtypes: Mapping[str, torch.dtype]) -> str:
+    """`constexpr int <count>` and `KeyInterval <function>(i, b, h, q, aux)`: the i-th
+    of a row's intervals."""
+    head = (f"CUBRIDGE_HD cubridge::KeyInterval {function}(int i, int b, int h, int q, "
             "const AuxArgs& aux) {")
-    lines = [ROW_INTERVAL_COMMENT, f"constexpr int kRowIntervals = {len(intervals)};", head,
+    lines = [f"constexpr int {count} = {len(intervals)};", head,
              "  (void)i; (void)b; (void)h; (void)q; (void)aux;"]
     for i, iv in enumerate(intervals):
         body = []

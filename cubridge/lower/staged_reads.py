@@ -59,15 +59,21 @@ def _stage_function(name: str, var: str, nodes: tuple[Node, ...], slots: Mapping
     ])
 
 
+def staged_spellings(reads: StagedReads) -> dict[Node, str]:
+    """Each staged read as a hook taking `row_vals` and `key_vals` spells it."""
+    bound = {n: f"cubridge::staged_value<{C_TYPES[n.dtype]}>(key_vals[{i}])"
+             for i, n in enumerate(reads.key)}
+    bound |= {n: f"cubridge::staged_value<{C_TYPES[n.dtype]}>(row_vals[{i}])"
+              for i, n in enumerate(reads.row)}
+    return bound
+
+
 def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
                         aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
     """kKeyStaged, kRowStaged, CUBRIDGE_HOOKS_MASK_INDEX_ONLY (where it holds),
     key_staged, row_staged and mask_mod_staged."""
     reads = staged_reads(mask) if mask is not None else StagedReads((), ())
-    bound = {n: f"cubridge::staged_value<{C_TYPES[n.dtype]}>(key_vals[{i}])"
-             for i, n in enumerate(reads.key)}
-    bound |= {n: f"cubridge::staged_value<{C_TYPES[n.dtype]}>(row_vals[{i}])"
-              for i, n in enumerate(reads.row)}
+    bound = staged_spellings(reads)
     if mask is None:
         body = ["  return true;"]
     else:

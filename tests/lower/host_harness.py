@@ -127,6 +127,9 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   const uint32_t key_vals[4] = {{key_staged(0, 0, 0, k, aux), key_staged(1, 0, 0, k, aux)}};
   s += mask_mod_staged(0, 0, q, k, cubridge::Staged{{row_vals, 1}},
                        cubridge::Staged{{key_vals, 1}}, aux) ? kKeyStaged + kRowStaged : 0.0f;
+  s += kRunIntervals > 0 && key_value_mask(0, 0, q, cubridge::Staged{{row_vals, 1}},
+                                           cubridge::Staged{{key_vals, 1}}, aux)
+           ? static_cast<float>(run_interval(0, 0, 0, q, aux).hi) : 0.0f;
   out[q * 64 + k] = s;
 }}"""]
     workdir.mkdir(parents=True, exist_ok=True)

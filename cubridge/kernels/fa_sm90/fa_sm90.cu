@@ -263,7 +263,7 @@ __device__ __forceinline__ float tanh_approx(float x) {
 }
 template <int kReads>
 struct StagedKeyRing {
-  uint32_t v[kStages][kReads][kBlockN];
+  alignas(16) uint32_t v[kStages][kReads][kBlockN];  // (read four keys at a time)
   __device__ __forceinline__ void set(int slot, int i, int k, uint32_t x) { v[slot][i][k] = x; }
   __device__ __forceinline__ const uint32_t* slot(int s) const { return &v[s][0][0]; }
 };
@@ -424,6 +424,17 @@ struct KeyWalk {
     q_start = t.m_block * kBlockM;
     q_end = min(q_start + kBlockM, p.seqlen_q);
     const int num_kv_blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
+#ifdef CUBRIDGE_HOOKS_BLOCK_TABLE
+    // A table's block_kind is a load: up to two windows of blocks, the windows find
+    // the range themselves, and the range's round of dependent loads before each
+    // tile's first K (document masks) is saved.
+    if (num_kv_blocks <= 2 * kLanes) {
+      lo = 0;
+      n = num_kv_blocks;
+      top = n + kLanes;
+      return;
+    }
+#endif
     const KvRange r = tile_kv_range(p, b, h, q_start, q_end, num_kv_blocks, lane);
     lo = max(r.lo, 0);
     n = min(r.hi, num_kv_blocks);
@@ -753,6 +764,66 @@ __device__ __forceinline__ uint32_t interval_bits(int lo, int hi, int k_first) {
   return first > last ? 0u : (0xffffffffu >> (31 - last)) & (0xffffffffu << first);
 }
 
+// Headers whose mask is index intervals and a part that reads the key only through
+// staged values say so (kRunIntervals, run_interval, key_value_mask: document and
+// segment masks). Where a block's staged key values change at most once, its bits
+// are then ranges too: each row's intervals cut to the runs of keys whose values the
+// value part allows. (CUBRIDGE_KEY_RUN_BITS=0 turns it off.)
+#ifndef CUBRIDGE_KEY_RUN_BITS
+#define CUBRIDGE_KEY_RUN_BITS 1
+#endif
+#if defined(CUBRIDGE_HOOKS_KEY_RUNS) && CUBRIDGE_KEY_RUN_BITS
+constexpr int kRunIntervals = kKeyStaged > 0 && kBlockN == 128 ? hooks::kRunIntervals : 0;
+__device__ __forceinline__ KeyInterval run_interval(int i, int b, int h, int q,
+                                                    const AuxArgs& aux) {
+  return hooks::run_interval(i, b, h, q, aux);
+}
+__device__ __forceinline__ bool key_value_mask(int b, int h, int q, Staged rows, Staged keys,
+                                               const AuxArgs& aux) {
+  return hooks::key_value_mask(b, h, q, rows, keys, aux);
+}
+#else
+constexpr int kRunIntervals = 0;
+__device__ __forceinline__ KeyInterval run_interval(int, int, int, int, const AuxArgs&) {
+  return {0, -1};
+}
+__device__ __forceinline__ bool key_value_mask(int, int, int, Staged, Staged, const AuxArgs&) {
+  return true;
+}
+#endif
+
+// A key block's runs of equal staged values, found by each warp from the ring slot
+// (lane l compares keys 4l .. 4l + 4): `few` where they change at most once, and
+// then at key `split` (kBlockN: not at all), `first` and `last` being the values of
+// the block's first and last key.
+struct KeyRuns {
+  bool few;
+  int split;
+  uint32_t first[kKeyStaged > 0 ? kKeyStaged : 1], last[kKeyStaged > 0 ? kKeyStaged : 1];
+};
+__device__ __forceinline__ KeyRuns key_runs(const uint32_t* keys) {
+  static_assert(kRunIntervals == 0 || kBlockN == 4 * 32, "four keys a lane");
+  const int lane = threadIdx.x % 32;
+  KeyRuns r;
+  uint32_t change = 0u;  // bit j: key 4 lane + j differs from key 4 lane + j + 1
+#pragma unroll
+  for (int i = 0; i < kKeyStaged; ++i) {
+    const uint4 x = *reinterpret_cast<const uint4*>(keys + i * kBlockN + 4 * lane);
+    const uint32_t next = __shfl_down_sync(0xffffffffu, x.x, 1);
+    change |= static_cast<uint32_t>(x.x != x.y) | static_cast<uint32_t>(x.y != x.z) << 1 |
+              static_cast<uint32_t>(x.z != x.w) << 2 |
+              static_cast<uint32_t>(lane < 31 && x.w != next) << 3;
+    r.first[i] = __shfl_sync(0xffffffffu, x.x, 0);
+    r.last[i] = __shfl_sync(0xffffffffu, x.w, 31);
+  }
+  const uint32_t lanes = __ballot_sync(0xffffffffu, change != 0u);
+  r.few = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(__popc(change))) <= 1u;
+  const int l = lanes != 0u ? __ffs(lanes) - 1 : 0;
+  const uint32_t c = __shfl_sync(0xffffffffu, change, l);
+  r.split = lanes != 0u ? 4 * l + __ffs(c) : kBlockN;
+  return r;
+}
+
 template <bool kTail>
 __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, int b, int h,
                                           int q_base, int k_base, const FragmentPos& pos,
@@ -783,6 +854,32 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
     bits[0] = all_masked ? 0u : word[0];
     bits[1] = all_masked ? 0u : word[1];
     return;
+  }
+  if constexpr (kRunIntervals > 0) {
+    const KeyRuns runs = key_runs(keys);
+    if (runs.few) {  // (uniform in the warp)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const Staged row{&rows.v[half][0], 1};
+        const bool in_first = key_value_mask(b, h, qc[half], row, Staged{runs.first, 1}, p.aux);
+        const bool in_last = key_value_mask(b, h, qc[half], row, Staged{runs.last, 1}, p.aux);
+        // keys [k_base, k_base + split) hold `first`, the rest `last`
+        const int lo = in_first ? k_base : k_base + runs.split;
+        const int hi = in_last ? k_base + kBlockN - 1 : k_base + runs.split - 1;
+        uint32_t w = 0u;
+#pragma unroll
+        for (int i = 0; i < kRunIntervals; ++i) {
+          const KeyInterval r = run_interval(i, b, h, qc[half], p.aux);
+          const int r_hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
+          w |= interval_bits(max(r.lo, lo), min(r_hi, hi), k_base + pos.col0);
+        }
+        const bool row_in = !kTail || q[half] < p.seqlen_q;
+        word[half] = row_in ? w : 0u;
+      }
+      bits[0] = all_masked ? 0u : word[0];
+      bits[1] = all_masked ? 0u : word[1];
+      return;
+    }
   }
 #pragma unroll
   for (int j = 0; j < kBlockN / 8; ++j) {
