@@ -1481,6 +1481,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     wgmma_wait<0>();
     fence_operands(s);
   }
+  RowStaged rows;  // this tile's staged query reads for the thread's two rows
   while (true) {
     trace.open(consumer, iter, thread, cur.t);
     const int q_base = cur.tile.m_block * kBlockM + consumer * kRowsPerConsumer;
@@ -1488,8 +1489,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     bool o_written = false;  // O holds this tile's first PV product (else garbage)
     RingSlot pv;  // the slot of the block whose PV product is next
     const bool live = cur.live;
-    RowStaged rows;
-    load_row_staged(rows, p, cur.tile, q_base, pos);
+    if (iter == 0) load_row_staged(rows, p, cur.tile, q_base, pos);  // (later: below)
     if (live) {  // the first block's S product is ready
       uint32_t info = cur.info;
       const BlockClass first = classify(p, info, consumer, q_base);
@@ -1591,6 +1591,11 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     // issued together with this tile's last PV product.
     OpenTile next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
     const bool more = next.t >= 0;
+    // The next tile's staged query reads go out now (this tile's are dead): their
+    // loads' latency then passes under this tile's last products and epilogue instead
+    // of standing before the next tile's first mask.
+    load_row_staged(rows, p, next.tile,
+                    next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
     // it (serialising every wgmma of the kernel).
