@@ -718,8 +718,10 @@ struct FragmentPos {
 };
 
 // This consumer's staged query-only reads: its two rows' values, per read.
+// `ahead`: loaded for the tile the consumer opens next, before this one's epilogue.
 struct RowStaged {
   uint32_t v[2][kRowStaged > 0 ? kRowStaged : 1];
+  bool ahead = false;
 };
 
 // Which of this thread's pairs of a masked key block are allowed, one bit per
@@ -1341,10 +1343,15 @@ __device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams&
 }
 
 // Loads this consumer's staged query-only reads for its two rows of a tile.
+// (nothing where they were loaded ahead for this tile: that load is taken instead)
 __device__ __forceinline__ void load_row_staged(RowStaged& rows, const FwdParams& p,
                                                 const Tile& tile, int q_base,
                                                 const FragmentPos& pos) {
   if constexpr (kRowStaged > 0) {
+    if (rows.ahead) {
+      rows.ahead = false;
+      return;
+    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int q = min(q_base + pos.row0 + 8 * half, p.seqlen_q - 1);
@@ -1489,7 +1496,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     bool o_written = false;  // O holds this tile's first PV product (else garbage)
     RingSlot pv;  // the slot of the block whose PV product is next
     const bool live = cur.live;
-    if (iter == 0) load_row_staged(rows, p, cur.tile, q_base, pos);  // (later: below)
+    load_row_staged(rows, p, cur.tile, q_base, pos);  // (after the first tile: loaded below)
     if (live) {  // the first block's S product is ready
       uint32_t info = cur.info;
       const BlockClass first = classify(p, info, consumer, q_base);
@@ -1596,6 +1603,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     // of standing before the next tile's first mask.
     load_row_staged(rows, p, next.tile,
                     next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
+    rows.ahead = true;
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
     // it (serialising every wgmma of the kernel).
