@@ -61,7 +61,13 @@ else it reduces the max: a block so kept is one the threshold rule keeps, with
 the same P, so the IR applies the rule alone; mask_mod's
 staged reads (key-only reads loaded by the producer warp beside K, query-only
 ones into registers per tile; with them a consumer releases K after masking)
-are the hook's own reads moved, not modelled; an index-only mask_mod
+are the hook's own reads moved, not modelled (the CUDA loads a tile's query-only
+ones before the previous tile's epilogue; where a masked block's staged key values
+change at most once, a header with key runs, kRunIntervals, has its bits set as
+ranges: the same pairs); with a header whose block tables are precomputed
+(CUBRIDGE_HOOKS_BLOCK_TABLE) and at most 64 key blocks, the CUDA producer walks
+every key block instead of first taking kv_block_range: the same blocks visited,
+EMPTY ones skipped; an index-only mask_mod
 (CUBRIDGE_HOOKS_MASK_INDEX_ONLY) is evaluated by the CUDA into per-thread bits
 before the block's S product is issued and applied after it retires (a header
 with row intervals, kRowIntervals, sets each row's bits as ranges), where
