@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.lower.cuda_render import render_body
-from cubridge.lower.row_interval import KEY, RowInterval, render_intervals, row_intervals
+from cubridge.lower.row_interval import (
+    KEY,
+    RowInterval,
+    reads_per_key,
+    render_intervals,
+    row_intervals,
+)
 from cubridge.lower.staged_reads import staged_reads, staged_spellings
 from cubridge.transfer.expr import DType, Node, apply, const, free_vars
 
@@ -64,7 +70,7 @@ def key_runs(mask: Node | None) -> KeyRuns | None:
             index.append(atom)  # (a row guard)
         elif not _key_outside(atom, staged):
             value.append(atom)
-        elif any(n.op == "aux_load" and KEY in free_vars(n) for n in atom.walk()):
+        elif reads_per_key(atom):
             return None
         else:
             index.append(atom)

@@ -97,7 +97,7 @@ _MINUS = {"lt": ("lower", 1), "le": ("lower", 0), "gt": ("upper", -1), "ge": ("u
 def row_intervals(mask: Node | None) -> tuple[RowInterval, ...] | None:
     """The per-row key intervals of an index-only mask (each row allows their
     union), or None."""
-    if mask is None or mask.dtype != DType.BOOL or _reads_per_key(mask):
+    if mask is None or mask.dtype != DType.BOOL or reads_per_key(mask):
         return None
     terms = _disjuncts(mask)
     if terms is None:
@@ -106,7 +106,7 @@ def row_intervals(mask: Node | None) -> tuple[RowInterval, ...] | None:
     return None if any(iv is None for iv in intervals) else intervals
 
 
-def _reads_per_key(mask: Node) -> bool:
+def reads_per_key(mask: Node) -> bool:
     """Whether the mask reads aux at an index that depends on the key (a row's
     bounds may read aux at key-free indices, a 0-d prefix length or a per-row
     table, and aux sizes)."""

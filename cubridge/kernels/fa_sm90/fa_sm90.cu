@@ -775,7 +775,8 @@ __device__ __forceinline__ uint32_t interval_bits(int lo, int hi, int k_first) {
 #define CUBRIDGE_KEY_RUN_BITS 1
 #endif
 #if defined(CUBRIDGE_HOOKS_KEY_RUNS) && CUBRIDGE_KEY_RUN_BITS
-constexpr int kRunIntervals = kKeyStaged > 0 && kBlockN == 128 ? hooks::kRunIntervals : 0;
+// (key_runs reads four keys a lane: 128-key blocks)
+constexpr int kRunIntervals = kKeyStaged > 0 && kBlockN == 4 * 32 ? hooks::kRunIntervals : 0;
 __device__ __forceinline__ KeyInterval run_interval(int i, int b, int h, int q,
                                                     const AuxArgs& aux) {
   return hooks::run_interval(i, b, h, q, aux);
@@ -804,7 +805,6 @@ struct KeyRuns {
   uint32_t first[kKeyStaged > 0 ? kKeyStaged : 1], last[kKeyStaged > 0 ? kKeyStaged : 1];
 };
 __device__ __forceinline__ KeyRuns key_runs(const uint32_t* keys) {
-  static_assert(kRunIntervals == 0 || kBlockN == 4 * 32, "four keys a lane");
   const int lane = threadIdx.x % 32;
   KeyRuns r;
   uint32_t change = 0u;  // bit j: key 4 lane + j differs from key 4 lane + j + 1
