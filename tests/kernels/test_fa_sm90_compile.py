@@ -136,6 +136,25 @@ def test_launch_refuses_batches_and_kv_heads_past_16_bits():
             sm90_launch(None, "fa_sm90_fwd", q, k, k, q, q, 1.0, [])
 
 
+@pytest.mark.parametrize("name, dropped", [
+    ("full", ["CUBRIDGE_KEEP_MAX_BY_SUMS"]),
+    ("relative_position", ["CUBRIDGE_KEEP_MAX_BY_SUMS", "CUBRIDGE_ROW_INTERVAL_BITS"]),
+    ("document_causal", ["CUBRIDGE_KEEP_MAX_BY_SUMS", "CUBRIDGE_KEY_RUN_BITS"]),
+])
+def test_a_spilling_variant_is_rebuilt_without_each_fast_path_its_header_takes(name, dropped):
+    """The spill fallback tries only the fast paths the header turns on (row intervals
+    for index masks, key runs for staged document masks), each alone, then all."""
+    from cubridge.bench.commands import load_specs
+    from cubridge.kernels.fa_sm90.kernel import spill_fallbacks
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
+
+    header = generate_header(choose_path(load_specs([name])[0], fa_sm90).plan).text
+    alone = [{d: 0} for d in dropped]
+    assert spill_fallbacks(header) == alone + ([{d: 0 for d in dropped}] if len(dropped) > 1
+                                               else [])
+
+
 @pytest.mark.slow  # nvcc builds
 @pytest.mark.nvcc
 def test_a_variant_past_the_budget_may_drop_its_row_interval_bits():

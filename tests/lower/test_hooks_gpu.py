@@ -68,3 +68,57 @@ def test_generated_hooks_compute_the_spec_on_the_gpu(name, kernel_name):
     report = verify(spec, _impl(spec, kernel_name), device="cuda", dtypes=[torch.bfloat16],
                     shapes=SHAPES, seed=0, require_lse=spec.returns_lse)
     assert report.passed, report.table()
+
+
+# Key runs (cubridge/lower/key_runs.py): fa_sm90 sets a masked block's bits from the
+# runs of its staged key values where they change at most once in the block, and
+# falls back to mask_mod per pair otherwise. The spec's own ids exercise both only
+# through their lengths; these id patterns pin each case down.
+def _random_runs(pos: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    lengths = torch.randint(1, 40, (len(pos),), generator=g)
+    return torch.repeat_interleave(torch.arange(len(pos)), lengths)[: len(pos)]
+
+
+ID_PATTERNS = {
+    "one_run": lambda pos, g: torch.zeros_like(pos),       # no change in any block
+    "block_edges": lambda pos, g: pos // 128,               # changes on block boundaries
+    "one_inside": lambda pos, g: (pos + 37) // 128,         # one change inside each block
+    "two_inside": lambda pos, g: pos // 50,                 # two in some blocks: per pair
+    "alternating": lambda pos, g: pos % 2,                  # a change at every key
+    "random_runs": _random_runs,                            # runs of 1 to 39 keys
+}
+KEY_RUN_SHAPES = [Shape(2, 8, 2, 700, 700, 128), Shape(1, 4, 4, 300, 1000, 128),
+                  Shape(1, 4, 1, 1000, 260, 64)]
+
+
+def _with_ids(spec, pattern):
+    """The spec with its staged id tensors drawn from `pattern` (every aux key of the
+    spec is an id per position: document or segment ids)."""
+    import dataclasses
+
+    def make_aux(shape, generator, device):
+        n = max(shape.sq, shape.sk)
+        rows = torch.stack([pattern(torch.arange(n) + 64 * b, generator)
+                            for b in range(shape.b)]).to(device)
+        aux = {}
+        for name, dims in spec.aux_shapes.items():
+            length = shape.sq if dims[-1] == "Sq" else shape.sk
+            ids = rows[:, :length] if dims[0] == "B" else rows[0, :length]
+            aux[name] = ids.contiguous()
+        return aux
+
+    return dataclasses.replace(spec, make_aux=make_aux)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("pattern", sorted(ID_PATTERNS))
+@pytest.mark.parametrize("name", ["document_causal", "share_question"])
+def test_key_run_masks_compute_the_spec_for_every_run_pattern(name, pattern):
+    from cubridge.verify import verify
+
+    if not _runs_here("fa_sm90"):
+        pytest.skip("fa_sm90 does not run on this GPU")
+    spec = _with_ids(SPECS[name], ID_PATTERNS[pattern])
+    report = verify(spec, _impl(spec, "fa_sm90"), device="cuda", dtypes=[torch.bfloat16],
+                    shapes=KEY_RUN_SHAPES, seed=0, require_lse=True)
+    assert report.passed, report.table()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,27 @@ from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels.abi import Launch
 from cubridge.kernels.fa_sm90.launch import ROWS_PER_CONSUMER, sm90_launch
 from cubridge.kernels.library import LibraryKernel
+
+# The register-hungry fast paths a generated variant past the spill budget may drop
+# (fa_sm90.cu's switches), each with the header constant that, when positive, makes
+# the variant take it (None: every variant does).
+SPILL_FALLBACKS = (("CUBRIDGE_KEEP_MAX_BY_SUMS", None),
+                   ("CUBRIDGE_ROW_INTERVAL_BITS", "kRowIntervals"),
+                   ("CUBRIDGE_KEY_RUN_BITS", "kRunIntervals"))
+
+
+def _header_constant(hooks_header: str, name: str) -> int:
+    """`constexpr int name = N;` of a generated header (0 where it has none)."""
+    found = re.search(rf"constexpr int {name} = (\d+);", hooks_header)
+    return int(found.group(1)) if found else 0
+
+
+def spill_fallbacks(hooks_header: str) -> list[dict[str, int]]:
+    """The defines to build a spilling variant with, in order: each fast path its
+    header takes turned off alone, then all of them."""
+    paths = [define for define, constant in SPILL_FALLBACKS
+             if constant is None or _header_constant(hooks_header, constant) > 0]
+    return [{p: 0} for p in paths] + ([{p: 0 for p in paths}] if len(paths) > 1 else [])
 
 
 @dataclass(frozen=True)
@@ -88,15 +110,15 @@ class FaSm90Kernel(LibraryKernel):
                              arch: str, hooks_header: str, config: Any,
                              head_dim_v: int | None) -> CompiledKernel:
         """A generated variant that spills past the budget is built again without
-        the register-hungry fast paths, one and then both: its steady blocks always
-        reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0: one set of P fragments
-        fewer live), its mask bits per pair instead of from row intervals
-        (CUBRIDGE_ROW_INTERVAL_BITS=0). The build that spills least is used (heavy
-        per-score hooks; NOTES.md)."""
+        the register-hungry fast paths its header takes, each alone and then all of
+        them: its steady blocks always reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0:
+        one set of P fragments fewer live), its mask bits per pair instead of from row
+        intervals (CUBRIDGE_ROW_INTERVAL_BITS=0) or from key runs
+        (CUBRIDGE_KEY_RUN_BITS=0). The build that spills least is used (heavy per-score
+        hooks; NOTES.md)."""
         best, best_spills = compiled, compiled.resources_of(self.entry).spill_bytes
         base = self.compile_defines(head_dim, dtype, config, head_dim_v=head_dim_v)
-        for off in ({"CUBRIDGE_KEEP_MAX_BY_SUMS": 0}, {"CUBRIDGE_ROW_INTERVAL_BITS": 0},
-                    {"CUBRIDGE_KEEP_MAX_BY_SUMS": 0, "CUBRIDGE_ROW_INTERVAL_BITS": 0}):
+        for off in spill_fallbacks(hooks_header):
             if best_spills <= SPILL_BUDGET_BYTES:
                 break
             build = compile_cuda(self.source, arch=arch, hooks_header=hooks_header,
