@@ -83,3 +83,25 @@ def test_the_producer_summary_shares_its_tiles_cycles(tile_trace):
     assert p["share_of_cycles"]["wait_k_empty"] == pytest.approx(6 * 4_000 / total)
     assert p["cycles_per_block"]["classify"] == pytest.approx(250)
     assert p["q_issued_after_tile_start"] == pytest.approx(500)
+
+
+def test_the_boundary_splits_into_its_stamped_steps(tile_trace):
+    """Tiles that stamped the boundary's steps (their next tile live) get the mean of
+    each step; the steps add up to the boundary, across a clock wrap."""
+    rows, cta = _trace(tile_trace, 2_000, 4_000, [[8, 9, 10], [8, 9]])
+    assert tile_trace.summarize(rows, cta, grid=2)["consumer0"]["boundary_steps"] is None
+    steps = {"open": 300, "pv": 700, "epilogue": 900}
+    for i, n in ((0, 2), (1, 1)):  # every tile but each CTA's last
+        for j in range(n):
+            r = rows[i, 0, j]
+            t = r[2] + (1 << 32) - 100  # (wraps between the steps)
+            for field, step in zip((11, 12, 13), steps.values()):
+                t += step
+                r[field] = t % (1 << 32)
+    c0 = tile_trace.summarize(rows, cta, grid=2)["consumer0"]
+    got = c0["boundary_steps"]
+    assert got["tiles"] == 3
+    # (the first stamp comes 300 - 100 cycles after steady_end)
+    assert (got["open"], got["pv"], got["epilogue"]) == (200, 700, 900)
+    boundary = 4_000 + 2_000 - 1_000  # end - steady_end in _trace: per_tile + per_block - first
+    assert sum(got[k] for k in tile_trace.BOUNDARY_STEPS) == pytest.approx(boundary)

@@ -4,7 +4,10 @@ consumer waits on K, V, Q and the mma token; every CTA's start and end on the
 global timer), checks its output against SDPA, runs it once more and reads the
 trace back from the cubin's globals. Writes trace.json (the summary) and
 trace.md; the raw per-tile rows go to rows.json.gz ({candidate-mode: rows}; one
-file, as the device returns few per call).
+file, as the device returns few per call). Where the source stamps them (since
+2026-11-27), the boundary between two live tiles is also split into its steps
+(opening the next tile, the last PV product, the epilogue, the next S product)
+and the epilogue into its own.
 
     python bench/kernels/fa_sm90/tile_trace.py --out DIR [--s 4096] [--heads 32/32]
         [--candidate NAME=MACRO=VALUE,...]   (default: the library's source as is)
@@ -39,7 +42,15 @@ from cubridge.kernels import get_kernel
 
 fa_sm90 = get_kernel("fa_sm90")
 FIELDS = ["top", "first", "steady_end", "end", "wait_k", "wait_v", "wait_token", "wait_q",
-          "blocks", "tile", "sm"]
+          "blocks", "tile", "sm", "boundary_issued", "boundary_pv_done", "boundary_stored",
+          "epilogue_free", "epilogue_staged", "epilogue_synced"]
+# A source from before the boundary's steps were stamped has only the first fields.
+FIELDS_BEFORE_BOUNDARY_STEPS = 11
+# The boundary's steps (tiles whose next tile is live too): stamps they run between.
+BOUNDARY_STEPS = {"open": (2, 11), "pv": (11, 12), "epilogue": (12, 13), "s0": (13, 3)}
+# ... and the epilogue's: the staging rows freed, O and LSE written, fenced and synced,
+# the TMA store issued.
+EPILOGUE_STEPS = {"free": (12, 14), "stage": (14, 15), "sync": (15, 16), "store": (16, 13)}
 TRACE_CTAS, TRACE_TILES = 144, 128  # fa_sm90.cu's kTraceCtas, kTraceTiles
 PRODUCER_FIELDS = ["top", "q", "end", "classify", "wait_q_empty", "wait_k_empty",
                    "wait_v_empty", "staged", "claim", "blocks", "tile"]
@@ -61,14 +72,20 @@ def _module(kernel):
     return load_cubin(kernel.compiled.key, kernel.compiled.cubin_path, torch.device("cuda"))
 
 
-def _read_trace(kernel, consumers: int) -> tuple[np.ndarray, np.ndarray]:
+def _read_trace(kernel, consumers: int, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """[CTA, consumer, tile, field] of the trace (fields the kernel `source` lacks are 0)
+    and the CTAs' [start, end] times."""
     module = _module(kernel)
-    n = TRACE_CTAS * consumers * TRACE_TILES * len(FIELDS)
+    nfields = len(FIELDS)
+    if "kTraceBoundaryIssued" not in source:
+        nfields = FIELDS_BEFORE_BOUNDARY_STEPS
+    n = TRACE_CTAS * consumers * TRACE_TILES * nfields
     rows = np.frombuffer(module.read_global("cubridge_tile_trace", 4 * n), dtype=np.uint32)
+    rows = rows.reshape(TRACE_CTAS, consumers, TRACE_TILES, nfields).astype(np.int64)
+    rows = np.pad(rows, ((0, 0), (0, 0), (0, 0), (0, len(FIELDS) - nfields)))
     cta = np.frombuffer(module.read_global("cubridge_cta_time", 8 * 2 * TRACE_CTAS),
                         dtype=np.uint64)
-    return (rows.reshape(TRACE_CTAS, consumers, TRACE_TILES, len(FIELDS)).astype(np.int64),
-            cta.reshape(TRACE_CTAS, 2).astype(np.int64))
+    return rows, cta.reshape(TRACE_CTAS, 2).astype(np.int64)
 
 
 def _read_producer_trace(kernel) -> np.ndarray | None:
@@ -132,6 +149,13 @@ def summarize(rows: np.ndarray, cta: np.ndarray, grid: int) -> dict:
                                  "gap": int(nxt - _diff(r[i, 0], r[i, 3])),
                                  "wait_k": int(r[i, 4]), "wait_v": int(r[i, 5]),
                                  "wait_token": int(r[i, 6]), "wait_q": int(r[i, 7])})
+                if r[i, 11] != 0:  # (the boundary's steps were stamped)
+                    per_tile[-1]["steps"] = {k: int(_diff(r[i, a], r[i, b]))
+                                             for k, (a, b) in BOUNDARY_STEPS.items()}
+                if r[i, 14] != 0:  # (and the epilogue's)
+                    per_tile[-1]["steps"] |= {f"epilogue_{k}": int(_diff(r[i, a], r[i, b]))
+                                              for k, (a, b) in EPILOGUE_STEPS.items()}
+        stepped = [t.pop("steps") for t in per_tile if "steps" in t]
         blocks = np.array([t["blocks"] for t in per_tile], dtype=float)
         dur = np.array([t["dur"] for t in per_tile], dtype=float)
         steady_blocks = np.maximum(blocks - 1, 1)
@@ -154,6 +178,10 @@ def summarize(rows: np.ndarray, cta: np.ndarray, grid: int) -> dict:
                                 ("first", "steady", "boundary", "gap", "wait_k", "wait_v",
                                  "wait_token", "wait_q")},
             "mean_cycles_per_tile": {k: s[k] / len(per_tile) for k in s},
+            # mean cycles of each step of the boundary, over the tiles that stamped them
+            "boundary_steps": ({k: float(np.mean([t[k] for t in stepped]))
+                                for k in stepped[0]} | {"tiles": len(stepped)}
+                               if stepped else None),
         }
     start, end = cta[:grid, 0], cta[:grid, 1]
     busy = (end - start).astype(float)
@@ -216,6 +244,32 @@ def render(data: dict) -> str:
                          ("first", "steady", "boundary", "wait_k", "wait_v", "wait_token",
                           "wait_q"))
             + f" | {r['summary']['grid']['balance']:.3f} |")
+    stepped = [r for r in data["runs"] if r["summary"]["consumer0"].get("boundary_steps")]
+    if stepped:
+        lines += ["", "The boundary's steps, consumer 0 (mean cycles per tile whose next tile is "
+                  "live; steady_per_block is a steady block's cost for scale):", "",
+                  "| candidate | mode | first block | open next (waits Q, V, K, token) "
+                  "| last PV retires | epilogue | next S lands | boundary | steady_per_block |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in stepped:
+            c0 = r["summary"]["consumer0"]
+            st, mean = c0["boundary_steps"], c0["mean_cycles_per_tile"]
+            lines.append(
+                f"| {r['candidate']} | {r['mode']} | {mean['first']:.0f} | "
+                + " | ".join(f"{st[k]:.0f}" for k in BOUNDARY_STEPS)
+                + f" | {sum(st[k] for k in BOUNDARY_STEPS):.0f} | "
+                f"{c0['steady_cycles_per_block']:.0f} |")
+        split = [r for r in stepped if "epilogue_free" in r["summary"]["consumer0"]["boundary_steps"]]
+        if split:
+            lines += ["", "The epilogue's steps, consumer 0 (mean cycles per tile, as above):", "",
+                      "| candidate | mode | staging rows free (all warps in) | O and LSE written "
+                      "| fenced, all warps in | TMA store issued | epilogue |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in split:
+                st = r["summary"]["consumer0"]["boundary_steps"]
+                lines.append(f"| {r['candidate']} | {r['mode']} | " + " | ".join(
+                    f"{st['epilogue_' + k]:.0f}" for k in EPILOGUE_STEPS)
+                    + f" | {st['epilogue']:.0f} |")
     producer_runs = [r for r in data["runs"] if "producer" in r["summary"]]
     if producer_runs:
         keys = ("classify", "wait_q_empty", "wait_k_empty", "wait_v_empty", "staged", "claim")
@@ -271,9 +325,9 @@ def main() -> None:
     for name, macros, mode, causal, header, aux, ref, pairs in cases:
         timed = {}
         for trace in (False, True):
+            source = _source(macros, trace, args.source)
             kernel = fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
-                                        hooks_header=header,
-                                        source=_source(macros, trace, args.source))
+                                        hooks_header=header, source=source)
             out = torch.full_like(q, float("nan"))
             lse = q.new_empty(q.shape[:3], dtype=torch.float32)
             run = functools.partial(kernel.run, q, k, v, default_scale(d), aux, out, lse)
@@ -291,7 +345,7 @@ def main() -> None:
                 torch.cuda.synchronize()
                 info = kernel.compiled.resources_of(fa_sm90.entry)
                 consumers = fa_sm90.config(d).block_m // 64
-                rows, cta = _read_trace(kernel, consumers)
+                rows, cta = _read_trace(kernel, consumers, source)
                 producer_rows = _read_producer_trace(kernel)
         num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
         grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)

@@ -1219,6 +1219,14 @@ enum TraceField {
   kTraceBlocks,     // key blocks visited
   kTraceTile,       // the schedule index t
   kTraceSm,         // %smid
+  // the boundary's steps (the common case: this tile and the next both live)
+  kTraceBoundaryIssued,  // this tile's last PV product and the next's first S issued
+  kTraceBoundaryPvDone,  // that PV product retired
+  kTraceBoundaryStored,  // the epilogue done (O staged, its TMA store issued)
+  // the epilogue's steps (same tiles)
+  kTraceEpilogueFree,    // the staging rows free (the last store read them; all warps in)
+  kTraceEpilogueStaged,  // this warp's O rows and LSE written
+  kTraceEpilogueSynced,  // the staged rows fenced and every warp's in
   kTraceFields
 };
 
@@ -1376,13 +1384,14 @@ __device__ __forceinline__ void with_block_class(const BlockClass& c, F&& f) {
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
                                          int consumer, int thread, const FragmentPos& pos,
                                          const float (&o)[kOAcc], bool live, const RowStats& st,
-                                         float to_log2) {
+                                         float to_log2, TileTrace* trace = nullptr) {
   const FwdParams& p = P.p;
   const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
   const int bar = kEpilogueBarrier + consumer;
   // The staging rows of this consumer are free once its previous store read them.
   if (thread == 0) tma_store_wait_read();
   named_barrier_sync(bar, 128);
+  if (trace) trace->stamp(kTraceEpilogueFree);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float inv = 1.f / kActivationScale;  // (1 but for scaled elementwise activations)
@@ -1411,8 +1420,10 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
       p.lse[(static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q + q] = lse;
     }
   }
+  if (trace) trace->stamp(kTraceEpilogueStaged);
   fence_async_shared();
   named_barrier_sync(bar, 128);
+  if (trace) trace->stamp(kTraceEpilogueSynced);
   if (thread == 0 && q_base < p.seqlen_q) {
 #pragma unroll
     for (int pn = 0; pn < kPanels; ++pn) {
@@ -1617,10 +1628,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       gemm_qk(s, sh, next.qb, slot.index, consumer);
       wgmma_commit();
       pass_mma_token(consumer);
+      trace.stamp(kTraceBoundaryIssued);
       wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
       fence_operands(o);
+      trace.stamp(kTraceBoundaryPvDone);
       release(&sh.v_empty[pv.index], thread);
-      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2, &trace);
+      trace.stamp(kTraceBoundaryStored);
       // Retired before the paths join: an S product in flight across the join
       // makes the compiler copy its registers there, which serialises every wgmma.
       wgmma_wait<0>();
