@@ -6,15 +6,17 @@
 #   CUBRIDGE_COMMIT=<hash> OUT=<dir> bench/device_gpu_tests.sh NAME='ARGS' [NAME='ARGS' ...]
 #
 # e.g.  flex='tests/pipeline/test_flex_attention_gpu.py tests/corpus/test_attn_gym_corpus_gpu.py'
-# Each group stops at GROUP_TIMEOUT_S (default 540) so its output still comes back.
+#       hooks='tests/lower/test_hooks_gpu.py -k "fa_sm90 or key_run"'
+# A group's arguments split as a shell splits them (quotes group words). Each group
+# stops at GROUP_TIMEOUT_S (default 540) so its output still comes back.
 set -uo pipefail
 : "${OUT:?output folder}" "${CUBRIDGE_COMMIT:?commit being tested}"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
 pids=()
 for group in "$@"; do
   name=${group%%=*} args=${group#*=}
-  # shellcheck disable=SC2086  # the group's arguments split as pytest's
-  timeout "${GROUP_TIMEOUT_S:-540}" python -m pytest -m gpu -q -p no:cacheprovider $args \
+  eval "argv=($args)"  # (the caller's own command line: quotes kept, as the shell reads them)
+  timeout "${GROUP_TIMEOUT_S:-540}" python -m pytest -m gpu -q -p no:cacheprovider "${argv[@]}" \
     > "$OUT/gpu_${name}_${CUBRIDGE_COMMIT}.txt" 2>&1 &
   pids+=($!)
 done
