@@ -12,18 +12,22 @@
 set -uo pipefail
 : "${OUT:?output folder}" "${CUBRIDGE_COMMIT:?commit being tested}"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
-pids=()
+pids=() groups=() status=0
 for group in "$@"; do
   name=${group%%=*} args=${group#*=}
-  eval "argv=($args)"  # (the caller's own command line: quotes kept, as the shell reads them)
+  # (the caller's own command line: quotes kept, as the shell reads them)
+  if ! eval "argv=($args)" 2>/dev/null; then
+    echo "group $name: its arguments do not split as shell words (unbalanced quotes?): $args"
+    status=1
+    continue
+  fi
   timeout "${GROUP_TIMEOUT_S:-540}" python -m pytest -m gpu -q -p no:cacheprovider "${argv[@]}" \
     > "$OUT/gpu_${name}_${CUBRIDGE_COMMIT}.txt" 2>&1 &
-  pids+=($!)
+  pids+=($!) groups+=("$group")
 done
-status=0
 for i in "${!pids[@]}"; do
   wait "${pids[$i]}"; rc=$?
-  echo "group ${*:i+1:1}: exit $rc"
+  echo "group ${groups[$i]}: exit $rc"
   [ "$rc" -eq 0 ] || status=1
 done
 exit $status

@@ -41,3 +41,18 @@ def test_groups_run_side_by_side_with_quoted_arguments(tmp_path):
     assert "2 passed, 1 deselected" in (out / "gpu_either_abc.txt").read_text()
     assert "1 passed, 2 deselected" in (out / "gpu_one_abc.txt").read_text()
     assert "exit 0" in run.stdout
+
+
+def test_a_group_that_does_not_split_says_so_and_fails(tmp_path):
+    (tmp_path / "test_groups.py").write_text(TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: needs a GPU\n")
+    env = {**os.environ, "OUT": str(tmp_path), "CUBRIDGE_COMMIT": "abc"}
+    run = subprocess.run(
+        ["bash", str(ROOT / "bench" / "device_gpu_tests.sh"),
+         'broken=test_groups.py -k "alpha', "fine=test_groups.py -k beta"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert "group broken: its arguments do not split" in run.stdout
+    assert not (tmp_path / "gpu_broken_abc.txt").exists()
+    assert "group fine=test_groups.py -k beta: exit 0" in run.stdout
+    assert "1 passed, 2 deselected" in (tmp_path / "gpu_fine_abc.txt").read_text()

@@ -4,6 +4,8 @@ wraps, and the grid's balance comes from the global-timer stamps."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from fa_sm90_scripts import load_fa_sm90_script
@@ -95,7 +97,9 @@ def test_the_boundary_splits_into_its_stamped_steps(tile_trace):
         for j in range(n):
             r = rows[i, 0, j]
             t = r[2] + (1 << 32) - 100  # (wraps between the steps)
-            for field, step in zip((11, 12, 13), steps.values()):
+            fields = [tile_trace.FIELD_INDEX[k] for k in ("boundary_issued", "boundary_pv_done",
+                                                 "boundary_stored")]
+            for field, step in zip(fields, steps.values(), strict=True):
                 t += step
                 r[field] = t % (1 << 32)
     c0 = tile_trace.summarize(rows, cta, grid=2)["consumer0"]
@@ -105,3 +109,19 @@ def test_the_boundary_splits_into_its_stamped_steps(tile_trace):
     assert (got["open"], got["pv"], got["epilogue"]) == (200, 700, 900)
     boundary = 4_000 + 2_000 - 1_000  # end - steady_end in _trace: per_tile + per_block - first
     assert sum(got[k] for k in tile_trace.BOUNDARY_STEPS) == pytest.approx(boundary)
+
+
+def test_older_sources_are_read_with_the_fields_they_stamp(tile_trace):
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[2] / "cubridge" / "kernels" / "fa_sm90"
+              / "fa_sm90.cu").read_text()
+    assert tile_trace.trace_fields(source) == len(tile_trace.FIELDS)
+    # (FIELDS names the kernel's TraceField entries, in order)
+    enum = source[source.index("enum TraceField {"):source.index("kTraceFields")]
+    entries = re.findall(r"^\s*(kTrace\w+),", enum, re.MULTILINE)
+    assert len(entries) == len(tile_trace.FIELDS)
+    no_epilogue = source.replace("kTraceEpilogueFree", "kTraceGone")
+    assert tile_trace.trace_fields(no_epilogue) == tile_trace.FIELD_INDEX["epilogue_free"]
+    older = no_epilogue.replace("kTraceBoundaryIssued", "kTraceGone")
+    assert tile_trace.trace_fields(older) == tile_trace.FIELD_INDEX["boundary_issued"] == 11

@@ -93,7 +93,8 @@ KEY_RUN_SHAPES = [Shape(2, 8, 2, 700, 700, 128), Shape(1, 4, 4, 300, 1000, 128),
 
 def _with_ids(spec, pattern):
     """The spec with its staged id tensors drawn from `pattern` (every aux key of the
-    spec is an id per position: document or segment ids)."""
+    spec is an id per position: document or segment ids). Batch row b's pattern is
+    shifted by 64 b keys, so block-edge changes also fall mid-block and on lane edges."""
     import dataclasses
 
     def make_aux(shape, generator, device):

@@ -44,13 +44,22 @@ fa_sm90 = get_kernel("fa_sm90")
 FIELDS = ["top", "first", "steady_end", "end", "wait_k", "wait_v", "wait_token", "wait_q",
           "blocks", "tile", "sm", "boundary_issued", "boundary_pv_done", "boundary_stored",
           "epilogue_free", "epilogue_staged", "epilogue_synced"]
-# A source from before the boundary's steps were stamped has only the first fields.
-FIELDS_BEFORE_BOUNDARY_STEPS = 11
-# The boundary's steps (tiles whose next tile is live too): stamps they run between.
-BOUNDARY_STEPS = {"open": (2, 11), "pv": (11, 12), "epilogue": (12, 13), "s0": (13, 3)}
+# Fields stamped only by later sources, each group after the one before: the kernel
+# enum entry that marks a source as having it, and the group's first field.
+LATER_FIELDS = [("kTraceBoundaryIssued", "boundary_issued"),
+                ("kTraceEpilogueFree", "epilogue_free")]
+# The boundary's steps (tiles whose next tile is live too): the stamps they run between.
+BOUNDARY_STEPS = {"open": ("steady_end", "boundary_issued"),
+                  "pv": ("boundary_issued", "boundary_pv_done"),
+                  "epilogue": ("boundary_pv_done", "boundary_stored"),
+                  "s0": ("boundary_stored", "end")}
 # ... and the epilogue's: the staging rows freed, O and LSE written, fenced and synced,
 # the TMA store issued.
-EPILOGUE_STEPS = {"free": (12, 14), "stage": (14, 15), "sync": (15, 16), "store": (16, 13)}
+EPILOGUE_STEPS = {"free": ("boundary_pv_done", "epilogue_free"),
+                  "stage": ("epilogue_free", "epilogue_staged"),
+                  "sync": ("epilogue_staged", "epilogue_synced"),
+                  "store": ("epilogue_synced", "boundary_stored")}
+FIELD_INDEX = {name: i for i, name in enumerate(FIELDS)}
 TRACE_CTAS, TRACE_TILES = 144, 128  # fa_sm90.cu's kTraceCtas, kTraceTiles
 PRODUCER_FIELDS = ["top", "q", "end", "classify", "wait_q_empty", "wait_k_empty",
                    "wait_v_empty", "staged", "claim", "blocks", "tile"]
@@ -72,13 +81,19 @@ def _module(kernel):
     return load_cubin(kernel.compiled.key, kernel.compiled.cubin_path, torch.device("cuda"))
 
 
+def trace_fields(source: str) -> int:
+    """How many of FIELDS the kernel `source` stamps (older sources stamp fewer)."""
+    for marker, first in LATER_FIELDS:
+        if marker not in source:
+            return FIELD_INDEX[first]
+    return len(FIELDS)
+
+
 def _read_trace(kernel, consumers: int, source: str) -> tuple[np.ndarray, np.ndarray]:
     """[CTA, consumer, tile, field] of the trace (fields the kernel `source` lacks are 0)
     and the CTAs' [start, end] times."""
     module = _module(kernel)
-    nfields = len(FIELDS)
-    if "kTraceBoundaryIssued" not in source:
-        nfields = FIELDS_BEFORE_BOUNDARY_STEPS
+    nfields = trace_fields(source)
     n = TRACE_CTAS * consumers * TRACE_TILES * nfields
     rows = np.frombuffer(module.read_global("cubridge_tile_trace", 4 * n), dtype=np.uint32)
     rows = rows.reshape(TRACE_CTAS, consumers, TRACE_TILES, nfields).astype(np.int64)
@@ -129,6 +144,12 @@ def _diff(a, b):
     return (b - a) % (1 << 32)
 
 
+def _steps(row: np.ndarray, steps: dict[str, tuple[str, str]], prefix: str = "") -> dict:
+    """Cycles of each step of one tile's row: from its first stamp to its second."""
+    return {prefix + k: int(_diff(row[FIELD_INDEX[a]], row[FIELD_INDEX[b]]))
+            for k, (a, b) in steps.items()}
+
+
 def summarize(rows: np.ndarray, cta: np.ndarray, grid: int) -> dict:
     """Per consumer: where the cycles of its tiles went, and a fit of tile time
     against blocks; per CTA: how evenly the persistent grid finished. A CTA's
@@ -149,12 +170,10 @@ def summarize(rows: np.ndarray, cta: np.ndarray, grid: int) -> dict:
                                  "gap": int(nxt - _diff(r[i, 0], r[i, 3])),
                                  "wait_k": int(r[i, 4]), "wait_v": int(r[i, 5]),
                                  "wait_token": int(r[i, 6]), "wait_q": int(r[i, 7])})
-                if r[i, 11] != 0:  # (the boundary's steps were stamped)
-                    per_tile[-1]["steps"] = {k: int(_diff(r[i, a], r[i, b]))
-                                             for k, (a, b) in BOUNDARY_STEPS.items()}
-                if r[i, 14] != 0:  # (and the epilogue's)
-                    per_tile[-1]["steps"] |= {f"epilogue_{k}": int(_diff(r[i, a], r[i, b]))
-                                              for k, (a, b) in EPILOGUE_STEPS.items()}
+                if r[i, FIELD_INDEX["boundary_issued"]] != 0:  # (its steps were stamped)
+                    per_tile[-1]["steps"] = _steps(r[i], BOUNDARY_STEPS)
+                if r[i, FIELD_INDEX["epilogue_free"]] != 0:  # (and the epilogue's)
+                    per_tile[-1]["steps"] |= _steps(r[i], EPILOGUE_STEPS, "epilogue_")
         stepped = [t.pop("steps") for t in per_tile if "steps" in t]
         blocks = np.array([t["blocks"] for t in per_tile], dtype=float)
         dur = np.array([t["dur"] for t in per_tile], dtype=float)
@@ -259,7 +278,8 @@ def render(data: dict) -> str:
                 + " | ".join(f"{st[k]:.0f}" for k in BOUNDARY_STEPS)
                 + f" | {sum(st[k] for k in BOUNDARY_STEPS):.0f} | "
                 f"{c0['steady_cycles_per_block']:.0f} |")
-        split = [r for r in stepped if "epilogue_free" in r["summary"]["consumer0"]["boundary_steps"]]
+        split = [r for r in stepped
+                 if "epilogue_free" in r["summary"]["consumer0"]["boundary_steps"]]
         if split:
             lines += ["", "The epilogue's steps, consumer 0 (mean cycles per tile, as above):", "",
                       "| candidate | mode | staging rows free (all warps in) | O and LSE written "
