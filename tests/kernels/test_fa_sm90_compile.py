@@ -120,7 +120,7 @@ def test_epilogue_divides_o_by_the_headers_activation_scale():
     source = fa_sm90.source.read_text()
     assert "#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1" in source
     assert "constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;" in source
-    assert "float inv = 1.f / kActivationScale;" in source
+    assert "r.inv[half] = 1.f / kActivationScale;" in source
 
 
 def test_launch_refuses_batches_and_kv_heads_past_16_bits():
@@ -157,11 +157,12 @@ def test_a_spilling_variant_is_rebuilt_without_each_fast_path_its_header_takes(n
 
 @pytest.mark.slow  # nvcc builds
 @pytest.mark.nvcc
-def test_a_variant_past_the_budget_may_drop_its_row_interval_bits():
+def test_a_variant_past_the_budget_is_rebuilt_until_a_build_fits():
     """relative_position (a causal mask with a per-pair bias gather) spills past the
-    variant budget with every fast path on; the compile's fallback then also drops
-    the row-interval mask bits (CUBRIDGE_ROW_INTERVAL_BITS=0), and the build used is
-    the one that spills least, below what dropping the row max by sums alone gives."""
+    variant budget with every fast path on; the compile's fallback then rebuilds it
+    without each fast path its header takes (the row max by sums, row-interval bits),
+    then without both, in that order, until a build fits the budget, and uses the
+    least-spilling build up to there."""
     from cubridge.bench.commands import load_specs
     from cubridge.build.resources import SPILL_BUDGET_BYTES
     from cubridge.lower.hook_header import generate_header
@@ -177,13 +178,18 @@ def test_a_variant_past_the_budget_may_drop_its_row_interval_bits():
         compiled = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, **kw)
         return compiled.resources_of(fa_sm90.metadata.entry).spill_bytes
 
-    every_path = spills("")  # (a patched source is built as given: no fallback)
-    sums_off = spills("#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n")
-    both_off = spills("#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n#define CUBRIDGE_ROW_INTERVAL_BITS 0\n")
-    assert every_path > SPILL_BUDGET_BYTES
-    assert both_off < sums_off
-    assert spills(None) == min(every_path, sums_off, both_off,
-                               spills("#define CUBRIDGE_ROW_INTERVAL_BITS 0\n"))
+    sums_off = "#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n"
+    rows_off = "#define CUBRIDGE_ROW_INTERVAL_BITS 0\n"
+    # (a patched source is built as given: no fallback)
+    in_order = [spills(""), spills(sums_off), spills(rows_off), spills(sums_off + rows_off)]
+    assert in_order[0] > SPILL_BUDGET_BYTES
+    assert min(in_order) <= SPILL_BUDGET_BYTES  # (some build fits, or the test says nothing)
+    best = in_order[0]
+    for build in in_order[1:]:
+        if best <= SPILL_BUDGET_BYTES:
+            break
+        best = min(best, build)
+    assert spills(None) == best
 
 
 @pytest.mark.slow  # an nvcc build

@@ -53,8 +53,8 @@ BOUNDARY_STEPS = {"open": ("steady_end", "boundary_issued"),
                   "pv": ("boundary_issued", "boundary_pv_done"),
                   "epilogue": ("boundary_pv_done", "boundary_stored"),
                   "s0": ("boundary_stored", "end")}
-# ... and the epilogue's: the staging rows freed, O and LSE written, fenced and synced,
-# the TMA store issued.
+# ... and the epilogue's: the staging rows freed (and the LSE stored; older sources wrote
+# it with O), O written, fenced and synced, the TMA store issued.
 EPILOGUE_STEPS = {"free": ("boundary_pv_done", "epilogue_free"),
                   "stage": ("epilogue_free", "epilogue_staged"),
                   "sync": ("epilogue_staged", "epilogue_synced"),
@@ -282,8 +282,8 @@ def render(data: dict) -> str:
                  if "epilogue_free" in r["summary"]["consumer0"]["boundary_steps"]]
         if split:
             lines += ["", "The epilogue's steps, consumer 0 (mean cycles per tile, as above):", "",
-                      "| candidate | mode | staging rows free (all warps in) | O and LSE written "
-                      "| fenced, all warps in | TMA store issued | epilogue |",
+                      "| candidate | mode | LSE stored, staging rows free (all warps in) "
+                      "| O written | fenced, all warps in | TMA store issued | epilogue |",
                       "|---|---|---|---|---|---|---|"]
             for r in split:
                 st = r["summary"]["consumer0"]["boundary_steps"]

@@ -1224,8 +1224,8 @@ enum TraceField {
   kTraceBoundaryPvDone,  // that PV product retired
   kTraceBoundaryStored,  // the epilogue done (O staged, its TMA store issued)
   // the epilogue's steps (same tiles)
-  kTraceEpilogueFree,    // the staging rows free (the last store read them; all warps in)
-  kTraceEpilogueStaged,  // this warp's O rows and LSE written
+  kTraceEpilogueFree,    // the LSE stored, the staging rows free (all warps in)
+  kTraceEpilogueStaged,  // this warp's O rows written
   kTraceEpilogueSynced,  // the staged rows fenced and every warp's in
   kTraceFields
 };
@@ -1381,26 +1381,65 @@ __device__ __forceinline__ void with_block_class(const BlockClass& c, F&& f) {
   }
 }
 
+// What the epilogue needs of a tile's row statistics: each of the thread's two rows'
+// factor for O (1 / sum, or the activation's scale) and, for softmax, its LSE.
+struct RowsOut {
+  float inv[2];
+  float lse[2];
+};
+
+// Taken right after a tile's last softmax, before the next tile is opened: they
+// need nothing from the last PV product, and their chain (shuffles, rcp, lg2) then
+// runs under the waits for the next Q, V and K instead of inside the epilogue. A
+// live softmax row sums to at least 1 (its max's exponential), so the approximate
+// ftz forms are exact enough and take no branches.
+__device__ __forceinline__ RowsOut finish_rows(const RowStats& st, float to_log2) {
+  RowsOut r;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    r.inv[half] = 1.f / kActivationScale;  // (1 but for scaled elementwise activations)
+    r.lse[half] = 0.f;
+    if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+      const float sum = quad_sum(st.sum[half]);
+      float rcp, lg2;
+      asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(rcp) : "f"(sum));
+      asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(lg2) : "f"(sum));
+      r.inv[half] = sum > 0.f ? rcp : 0.f;
+      r.lse[half] = sum > 0.f ? (st.max[half] * to_log2 + lg2) * kLn2 : -INFINITY;
+    }
+  }
+  return r;
+}
+
+// The LSE of the thread's two rows (softmax; one thread of each quad writes).
+__device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, int q_base,
+                                          const FragmentPos& pos, const RowsOut& rows_out) {
+  if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+    if (pos.col0 != 0) return;
+    float* row_lse = p.lse + (static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = q_base + pos.row0 + 8 * half;
+      if (q < p.seqlen_q) row_lse[q] = rows_out.lse[half];
+    }
+  }
+}
+
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
                                          int consumer, int thread, const FragmentPos& pos,
-                                         const float (&o)[kOAcc], bool live, const RowStats& st,
-                                         float to_log2, TileTrace* trace = nullptr) {
+                                         const float (&o)[kOAcc], bool live, const RowsOut& rows_out,
+                                         TileTrace* trace = nullptr) {
   const FwdParams& p = P.p;
   const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
   const int bar = kEpilogueBarrier + consumer;
+  store_lse(p, tile, q_base, pos, rows_out);  // (its stores issue while the warps gather)
   // The staging rows of this consumer are free once its previous store read them.
   if (thread == 0) tma_store_wait_read();
   named_barrier_sync(bar, 128);
   if (trace) trace->stamp(kTraceEpilogueFree);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float inv = 1.f / kActivationScale;  // (1 but for scaled elementwise activations)
-    float lse = 0.f;
-    if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
-      const float sum = quad_sum(st.sum[half]);
-      inv = sum > 0.f ? 1.f / sum : 0.f;
-      lse = sum > 0.f ? (st.max[half] * to_log2 + __log2f(sum)) * kLn2 : -INFINITY;
-    }
+    const float inv = rows_out.inv[half];
     // (opaque: the 2 x kHeadDim / 8 addresses are recomputed per tile, not held live)
     const int row = consumer * kRowsPerConsumer + opaque(pos.row0) + 8 * half;
     const uint32_t row_addr = sh.o.base() + row * 128 + pos.col0 * 2;
@@ -1414,10 +1453,6 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
       const uint32_t addr = row_addr + (j / 8) * SwizzledTile<kBlockM>::kPanelBytes +
                             (((j % 8) << 4) ^ swizzle);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
-    }
-    const int q = q_base + pos.row0 + 8 * half;
-    if (hooks::kNormalizer == Normalizer::Softmax && pos.col0 == 0 && q < p.seqlen_q) {
-      p.lse[(static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q + q] = lse;
     }
   }
   if (trace) trace->stamp(kTraceEpilogueStaged);
@@ -1602,6 +1637,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       }
     }
     trace.stamp(kTraceSteadyEnd);
+    const RowsOut rows_out = finish_rows(st, to_log2);
     // Q of this tile is no longer read by this consumer.
     release(&sh.q_empty[cur.qb], thread);
 
@@ -1633,7 +1669,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       fence_operands(o);
       trace.stamp(kTraceBoundaryPvDone);
       release(&sh.v_empty[pv.index], thread);
-      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, st, to_log2, &trace);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, rows_out, &trace);
       trace.stamp(kTraceBoundaryStored);
       // Retired before the paths join: an S product in flight across the join
       // makes the compiler copy its registers there, which serialises every wgmma.
@@ -1659,7 +1695,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         wgmma_wait<0>();
         fence_operands(s);
       }
-      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, st, to_log2);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, rows_out);
     }
     trace.stamp(kTraceEnd);
     if (!more) break;

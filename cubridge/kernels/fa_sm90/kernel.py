@@ -114,8 +114,8 @@ class FaSm90Kernel(LibraryKernel):
         them: its steady blocks always reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0:
         one set of P fragments fewer live), its mask bits per pair instead of from row
         intervals (CUBRIDGE_ROW_INTERVAL_BITS=0) or from key runs
-        (CUBRIDGE_KEY_RUN_BITS=0). The build that spills least is used (heavy per-score
-        hooks; NOTES.md)."""
+        (CUBRIDGE_KEY_RUN_BITS=0), in that order until a build fits the budget; the one
+        that spilled least up to there is used (heavy per-score hooks; NOTES.md)."""
         best, best_spills = compiled, compiled.resources_of(self.entry).spill_bytes
         base = self.compile_defines(head_dim, dtype, config, head_dim_v=head_dim_v)
         for off in spill_fallbacks(hooks_header):
