@@ -181,9 +181,9 @@ def test_taken_mods_compile_within_the_spill_budget(c, kernel_name):
 def test_fa_sm90_variants_past_the_budget_take_the_build_that_spills_less():
     """fa_sm90's steady blocks keep the row max by the sums of P with a second
     set of P fragments live; a generated variant that spills past the budget is
-    also built without that (CUBRIDGE_KEEP_MAX_BY_SUMS=0), and without row-interval
-    mask bits, and the build that spills least is the one used (graphormer's mask
-    has no row interval, so the first fallback is its best)."""
+    also built without that (CUBRIDGE_KEEP_MAX_BY_SUMS=0), then without the other fast
+    paths its header takes, until a build fits the budget (graphormer's mask has no row
+    interval, so the first fallback is the build used)."""
     c = next(c for c in TAKEN if c.name.startswith("generate_graphormer_spatial_bias"))
     kernel = get_kernel("fa_sm90")
     header = generate_header(choose_path(_spec(c, 128), kernel).plan).text
