@@ -119,13 +119,14 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dims: S
         if t.dtype not in dtypes:
             raise TypeError(f"{what}: {name} has dtype {t.dtype}; supported: "
                             f"{', '.join(str(d) for d in dtypes)}")
-        if t.stride(3) != 1:
+        strides = t.stride()
+        if strides[3] != 1:
             raise ValueError(f"{what}: {name} must be contiguous in its last dim "
-                             f"(strides {t.stride()})")
-        if any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16:
+                             f"(strides {strides})")
+        if strides[0] % 8 or strides[1] % 8 or strides[2] % 8 or t.data_ptr() % 16:
             raise ValueError(f"{what}: {name} needs 16-byte aligned rows: data pointer and "
                              "batch/head/row strides multiple of 8 elements "
-                             f"(strides {t.stride()})")
+                             f"(strides {strides})")
         if t.device.type != "cuda":
             raise ValueError(f"{what}: {name} is on {t.device}; the kernel needs CUDA tensors")
     if not (q.dtype == k.dtype == v.dtype):

@@ -99,12 +99,14 @@ def pack_aux(aux: Sequence[torch.Tensor], seqlen_q: int, seqlen_k: int) -> AuxAr
     packed = AuxArgs()
     packed.num, packed.seqlen_q, packed.seqlen_k = len(aux), seqlen_q, seqlen_k
     for i, t in enumerate(aux):
-        if t.dim() > MAX_AUX_RANK:
-            raise LaunchError(f"aux tensor {i} has rank {t.dim()}; at most {MAX_AUX_RANK}")
-        packed.t[i].data = t.data_ptr()
-        for d in range(t.dim()):
-            packed.t[i].size[d] = t.shape[d]
-            packed.t[i].stride[d] = t.stride(d)
+        rank = t.dim()
+        if rank > MAX_AUX_RANK:
+            raise LaunchError(f"aux tensor {i} has rank {rank}; at most {MAX_AUX_RANK}")
+        slot = packed.t[i]
+        slot.data = t.data_ptr()
+        # (whole-slice writes: this runs on every call, per aux tensor)
+        slot.size[:rank] = t.shape
+        slot.stride[:rank] = t.stride()
     return packed
 
 
@@ -115,10 +117,10 @@ def fill_fwd_params(p: ctypes.Structure, q: torch.Tensor, k: torch.Tensor, v: to
     b, hq, sq, _ = q.shape
     _, hk, sk, _ = k.shape
     p.q, p.k, p.v, p.o, p.lse = (t.data_ptr() for t in (q, k, v, out, lse))
-    for name, t in zip("qkvo", (q, k, v, out), strict=True):
-        setattr(p, f"{name}_batch_stride", t.stride(0))
-        setattr(p, f"{name}_head_stride", t.stride(1))
-        setattr(p, f"{name}_row_stride", t.stride(2))
+    p.q_batch_stride, p.q_head_stride, p.q_row_stride, _ = q.stride()
+    p.k_batch_stride, p.k_head_stride, p.k_row_stride, _ = k.stride()
+    p.v_batch_stride, p.v_head_stride, p.v_row_stride, _ = v.stride()
+    p.o_batch_stride, p.o_head_stride, p.o_row_stride, _ = out.stride()
     p.batch, p.heads_q, p.heads_k, p.seqlen_q, p.seqlen_k = b, hq, hk, sq, sk
     p.scale = scale
     p.scale_log2 = scale * math.log2(math.e)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from cubridge.build.attention_op import KernelInfo
+from cubridge.build.driver import current_raw_stream
 from cubridge.build.errors import LaunchError
 from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
 
@@ -136,8 +137,7 @@ _TILE_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 
 
 def tile_counter(device: torch.device) -> torch.Tensor:
-    stream = torch.cuda.current_stream(device).cuda_stream
-    key = (device.index or 0, stream)
+    key = (device.index or 0, current_raw_stream(device))
     counter = _TILE_COUNTERS.get(key)
     if counter is None:
         counter = _TILE_COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
