@@ -21,6 +21,9 @@ def test_causal_tiles_visit_the_blocks_up_to_their_diagonal(block_stats):
     assert st["partial"] == pytest.approx(1.0)
     assert st["one_consumer_empty"] == 0
     assert st["pairs_used"] == pytest.approx(512 * 513 / 2 / (10 * 128 * 128))
+    # on each diagonal block the first consumer's rows reach only the low half of the keys
+    assert st["one_half"] == pytest.approx(1.0)
+    assert st["half_saving"] == pytest.approx(4 / (2 * 2 * 10))
 
 
 def test_document_boundaries_leave_one_consumers_rows_unreached(block_stats):

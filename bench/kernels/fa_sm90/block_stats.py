@@ -2,8 +2,10 @@
 CPU from the spec's mask_mod (no GPU): per query tile (block_m rows, consumers of
 64 rows) the key blocks visited, those masked for some consumer (PARTIAL), those
 one consumer's rows do not reach while the other's do (its products run on
-all-masked scores), and the share of the computed pairs the mask allows. These
-bound the masked variants' speed against causal's (NOTES.md, per-tile cost).
+all-masked scores), those whose keys one consumer's rows reach in one 64-key half
+only, the share of the computed pairs the mask allows, and the share of the tensor
+work products on the reached halves alone would save. These bound the masked
+variants' speed against causal's (NOTES.md, per-tile cost).
 
     python bench/kernels/fa_sm90/block_stats.py causal sliding_window_1024 --s 4096
 """
@@ -31,11 +33,18 @@ def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int 
     reached = by_rows.any(dim=(2, 4))  # [tile, consumer, key block]
     whole = by_rows.all(dim=(2, 4))
     visited = reached.any(dim=1)
+    # halves of a block's keys each consumer's rows reach: [tile, consumer, key block]
+    halves = by_rows.reshape(tiles, consumers, ROWS_PER_CONSUMER, blocks, 2, block_n // 2) \
+        .any(dim=(2, 5)).sum(dim=-1)
+    computed = visited.unsqueeze(1).expand_as(halves)
+    one_half = computed & (halves == 1)
     return {
         "visited": visited.sum().item() / tiles,
         "partial": (visited & ~whole.all(dim=1)).sum().item() / tiles,
         "one_consumer_empty": (visited & ~reached.all(dim=1)).sum().item() / tiles,
         "pairs_used": allowed.sum().item() / (visited.sum().item() * block_m * block_n),
+        "one_half": one_half.sum().item() / tiles,
+        "half_saving": one_half.sum().item() / (2 * computed.sum().item()),
     }
 
 
@@ -46,12 +55,14 @@ def main() -> None:
     args = ap.parse_args()
     print(f"S = {args.s}, 128 x 128 tiles, two consumers of 64 rows; per query tile:\n")
     print("| variant | blocks visited | masked (PARTIAL) | one consumer's rows not reached "
-          "| allowed share of computed pairs |")
-    print("|---|---|---|---|---|")
+          "| allowed share of computed pairs | consumer blocks reaching one half "
+          "| tensor work half-width products would save |")
+    print("|---|---|---|---|---|---|---|")
     for spec in load_specs(args.variants):
         st = block_stats(spec, args.s)
         print(f"| {spec.name} | {st['visited']:.2f} | {st['partial']:.2f} "
-              f"| {st['one_consumer_empty']:.2f} | {st['pairs_used']:.1%} |")
+              f"| {st['one_consumer_empty']:.2f} | {st['pairs_used']:.1%} "
+              f"| {st['one_half']:.2f} | {st['half_saving']:.1%} |")
 
 
 if __name__ == "__main__":
