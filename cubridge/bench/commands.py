@@ -111,6 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS_JSON",
                    help="combine results of several runs on one device (e.g. runs split to fit "
                    "a time limit) into --out-dir/--name")
+    p.add_argument("--median", action="store_true",
+                   help="with --merge: runs that repeat the same cases give one result per "
+                   "case, each implementation's median time (a failure in any repeat stays)")
     p.set_defaults(func=run_command)
 
 
@@ -126,9 +129,13 @@ def run_command(args: argparse.Namespace) -> int:
     )
     from cubridge.bench.runner import BenchConfig, run_bench
 
+    if args.median and not args.merge:
+        print("cubridge bench: --median combines the runs given to --merge", file=sys.stderr)
+        return 2
     if args.merge:
         try:
-            meta, results = merge_results([load_json(p) for p in args.merge])
+            meta, results = merge_results([load_json(p) for p in args.merge],
+                                          median=args.median)
         except ValueError as exc:
             print(f"cubridge bench: {exc}", file=sys.stderr)
             return 2

@@ -4,6 +4,7 @@ figure is never retyped by hand or separated from how it was made."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib.metadata
 import json
@@ -11,6 +12,7 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,17 +103,68 @@ def load_json(path: Path) -> tuple[dict, list[CaseResult]]:
     return data["meta"], results
 
 
-def merge_results(runs: Sequence[tuple[dict, list[CaseResult]]]
+def merge_results(runs: Sequence[tuple[dict, list[CaseResult]]], *, median: bool = False
                   ) -> tuple[dict, list[CaseResult]]:
     """One report from several runs on the same device: the first run's metadata,
-    with every run's date, commit and command listed under 'merged_from'."""
+    with every run's date, commit and command listed under 'merged_from'. With
+    `median`, runs that repeat the same cases become one result per case
+    (`median_of_repeats`)."""
     devices = {meta["device"] for meta, _ in runs}
     if len(devices) != 1:
         raise ValueError(f"cannot merge results from different devices: {sorted(devices)}")
     meta = dict(runs[0][0])
     meta["merged_from"] = [{k: m[k] for k in ("date", "commit", "command")} for m, _ in runs]
     meta["command"] = " ; ".join(m["command"] for m, _ in runs)
-    return meta, [r for _, results in runs for r in results]
+    results = [r for _, results in runs for r in results]
+    if median:
+        results = median_of_repeats(results)
+        meta["timing"] = f"{meta['timing']}; each case the median of its runs' times"
+    return meta, results
+
+
+# A repeat that did not verify or run outranks the others: a median never hides it.
+_WORST_FIRST = ("wrong", "error", "oom", "unsupported", "skipped")
+
+
+def median_of_repeats(results: Sequence[CaseResult]) -> list[CaseResult]:
+    """One result per case (variant, config, S) from runs that each measured it:
+    per implementation the median of its verified times (TFLOP/s from that time,
+    the largest error of any run, the runs' times in its note); an implementation
+    that failed or did not run in any repeat keeps that status, naming the repeat.
+    Ratios between cases (a variant against its own causal) then move less with a
+    run's clock and thermal state than a single run's do."""
+    groups: dict[tuple, list[CaseResult]] = {}
+    for r in results:
+        groups.setdefault((r.variant, r.config, r.seq_len, r.seq_len_k), []).append(r)
+    merged = []
+    for key, repeats in groups.items():
+        first = repeats[0]
+        if any(r.allowed_pairs != first.allowed_pairs or r.flops != first.flops
+               for r in repeats):
+            raise ValueError(f"{key}: the repeats count different work; they are not one case")
+        names = [i.impl for i in first.impls]
+        names += [i.impl for r in repeats for i in r.impls if i.impl not in names]
+        impls = []
+        for name in names:
+            runs = [i for r in repeats for i in r.impls if i.impl == name]
+            impls.append(_median_impl(runs, len(repeats), first.flops))
+        merged.append(dataclasses.replace(first, impls=impls))
+    return merged
+
+
+def _median_impl(runs: Sequence[ImplResult], repeats: int, flops: float) -> ImplResult:
+    bad = [(k, r) for k, r in enumerate(runs, 1) if r.status != OK]
+    if bad:
+        k, worst = min(bad, key=lambda kr: _WORST_FIRST.index(kr[1].status)
+                       if kr[1].status in _WORST_FIRST else len(_WORST_FIRST))
+        return dataclasses.replace(worst, reason=f"repeat {k} of {len(runs)}: {worst.reason}")
+    times = [r.time_ms for r in runs]
+    ms = statistics.median(times)
+    of = f"{len(times)} runs" if len(times) == repeats else f"{len(times)} of {repeats} runs"
+    times_note = f"median of {of}: " + " / ".join(f"{t:.3f}" for t in times) + " ms"
+    return ImplResult(runs[0].impl, OK, ms, flops / (ms * 1e-3) / 1e12,
+                      max(r.rel_err for r in runs), max(r.max_abs for r in runs),
+                      "; ".join(x for x in (runs[0].note, times_note) if x))
 
 
 def _impl_names(results: Sequence[CaseResult]) -> list[str]:

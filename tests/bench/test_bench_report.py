@@ -14,9 +14,10 @@ from cubridge.bench.report import (
     git_commit,
     invocation,
     load_json,
+    median_of_repeats,
     write_reports,
 )
-from cubridge.bench.runner import BenchConfig, run_bench
+from cubridge.bench.runner import OK, BenchConfig, CaseResult, ImplResult, run_bench
 from cubridge.bench.timing import wallclock_timer
 from cubridge.cli import main
 
@@ -195,3 +196,50 @@ def test_runs_on_one_device_merge_into_one_report(tmp_path, results):
     other["meta"]["device"] = "NVIDIA H100 80GB HBM3"
     (second / "results.json").write_text(json.dumps(other))
     assert main(argv) == 2
+
+
+def _case(times: dict[str, float | str], flops: float = 4e12) -> CaseResult:
+    impls = [ImplResult(n, OK, t, flops / (t * 1e-3) / 1e12, 1e-3, 1e-2) if isinstance(t, float)
+             else ImplResult(n, t, reason=f"{n} {t}") for n, t in times.items()]
+    return CaseResult("causal", "tiny", 64, 2, 4, 4, 16, 1000, 0.5, "band", flops,
+                      "float64", impls=impls)
+
+
+def test_repeated_runs_merge_into_their_median():
+    merged = median_of_repeats([_case({"ours": 1.0, "sdpa": 2.0}),
+                                _case({"ours": 3.0, "sdpa": 2.2}),
+                                _case({"ours": 1.2, "sdpa": 1.8})])
+    assert len(merged) == 1
+    ours, sdpa = merged[0].impls
+    assert (ours.status, ours.time_ms, sdpa.time_ms) == (OK, 1.2, 2.0)
+    assert ours.tflops == pytest.approx(4e12 / 1.2e-3 / 1e12)
+    assert "median of 3 runs: 1.000 / 3.000 / 1.200 ms" in ours.note
+
+
+def test_a_failure_in_any_repeat_is_kept():
+    merged = median_of_repeats([_case({"ours": 1.0, "peer": 2.0}),
+                                _case({"ours": "wrong", "peer": "oom"}),
+                                _case({"ours": 1.1, "peer": "error"})])
+    ours, peer = merged[0].impls
+    assert ours.status == "wrong" and ours.reason == "repeat 2 of 3: ours wrong"
+    assert peer.status == "error" and peer.reason.startswith("repeat 3 of 3")
+
+
+def test_repeats_must_count_the_same_work():
+    with pytest.raises(ValueError, match="not one case"):
+        median_of_repeats([_case({"ours": 1.0}), _case({"ours": 1.0}, flops=5e12)])
+
+
+def test_the_cli_merges_repeats_by_median_and_says_so(tmp_path):
+    paths = []
+    for i, t in enumerate((1.0, 1.4, 1.2)):
+        folder = tmp_path / f"r{i}"
+        write_reports(folder, collect_metadata(f"cubridge bench causal # {i}", "cpu", "t"),
+                      [_case({"ours": t})])
+        paths.append(str(folder / "results.json"))
+    argv = ["bench", "--merge", *paths, "--median", "--out-dir", str(tmp_path), "--name", "m"]
+    assert main(argv) == 0
+    meta, merged = load_json(tmp_path / "m" / "results.json")
+    assert [i.time_ms for i in merged[0].impls] == [1.2]
+    assert "median of its runs" in meta["timing"]
+    assert main(["bench", "--median", "--out-dir", str(tmp_path)]) == 2
