@@ -146,18 +146,21 @@ def median_of_repeats(results: Sequence[CaseResult]) -> list[CaseResult]:
         names += [i.impl for r in repeats for i in r.impls if i.impl not in names]
         impls = []
         for name in names:
-            runs = [i for r in repeats for i in r.impls if i.impl == name]
+            runs = [(k, i) for k, r in enumerate(repeats, 1) for i in r.impls if i.impl == name]
             impls.append(_median_impl(runs, len(repeats), first.flops))
         merged.append(dataclasses.replace(first, impls=impls))
     return merged
 
 
-def _median_impl(runs: Sequence[ImplResult], repeats: int, flops: float) -> ImplResult:
-    bad = [(k, r) for k, r in enumerate(runs, 1) if r.status != OK]
+def _median_impl(numbered: Sequence[tuple[int, ImplResult]], repeats: int,
+                 flops: float) -> ImplResult:
+    """One implementation's result from its (repeat number, result) pairs."""
+    bad = [(k, r) for k, r in numbered if r.status != OK]
     if bad:
         k, worst = min(bad, key=lambda kr: _WORST_FIRST.index(kr[1].status)
                        if kr[1].status in _WORST_FIRST else len(_WORST_FIRST))
-        return dataclasses.replace(worst, reason=f"repeat {k} of {len(runs)}: {worst.reason}")
+        return dataclasses.replace(worst, reason=f"repeat {k} of {repeats}: {worst.reason}")
+    runs = [r for _, r in numbered]
     times = [r.time_ms for r in runs]
     ms = statistics.median(times)
     of = f"{len(times)} runs" if len(times) == repeats else f"{len(times)} of {repeats} runs"

@@ -225,6 +225,15 @@ def test_a_failure_in_any_repeat_is_kept():
     assert peer.status == "error" and peer.reason.startswith("repeat 3 of 3")
 
 
+def test_a_failure_names_its_repeat_when_another_repeat_lacks_the_impl():
+    merged = median_of_repeats([_case({"ours": 1.0}), _case({"ours": 1.0, "peer": 2.0}),
+                                _case({"ours": 1.0, "peer": "wrong"})])
+    peer = merged[0].impls[1]
+    assert peer.status == "wrong" and peer.reason == "repeat 3 of 3: peer wrong"
+    ok = median_of_repeats([_case({"ours": 1.0}), _case({"ours": 1.0, "peer": 2.0})])
+    assert "median of 1 of 2 runs" in ok[0].impls[1].note
+
+
 def test_repeats_must_count_the_same_work():
     with pytest.raises(ValueError, match="not one case"):
         median_of_repeats([_case({"ours": 1.0}), _case({"ours": 1.0}, flops=5e12)])
