@@ -142,6 +142,24 @@ constexpr bool kMaskIndexOnly = true;
 #else
 constexpr bool kMaskIndexOnly = false;
 #endif
+// Plain attention (no mask_mod, no score_mod, softmax: full attention, GQA, MQA).
+// - Its steady blocks are all of the unmasked class: the walk visits key blocks from
+//   the last down, so only a tile's first block can hold keys past Sk, and rows past
+//   Sq need no masking there (no hook reads their indices; Q's rows past Sq are zero
+//   filled and their O and LSE are not stored).
+// - Its steady loop runs two blocks a turn with P in two arrays that trade roles by
+//   block (kAlternatingP), so the fast path's P is never copied (take_fragments: 32
+//   PRMTs a block, 8.5% of causal's steady-loop stall samples): full attention +4% to
+//   +11% at S >= 2048 (NOTES.md, "P in two arrays for plain attention"). Other builds
+//   keep the copy: the two-block form spilled there (masked 2-28 B, ALiBi's score_mod
+//   32 B). CUBRIDGE_ALTERNATING_P=0/1 overrides it (A/B).
+constexpr bool kPlainSteady = !hooks::kHasMaskMod && !hooks::kHasScoreMod &&
+                             hooks::kNormalizer == Normalizer::Softmax;
+#ifdef CUBRIDGE_ALTERNATING_P
+constexpr bool kAlternatingP = CUBRIDGE_ALTERNATING_P != 0;
+#else
+constexpr bool kAlternatingP = kPlainSteady;
+#endif
 // Headers whose score_mod is A * core(B * s) (soft-capping) say so: under softmax
 // B folds into the score scale and A into the exp2 factor, two multiplies fewer
 // per score; the row max and LSE are kept in core units times A (A > 0).
@@ -716,6 +734,16 @@ struct FragmentPos {
     col0 = 2 * (thread % 4);
   }
 };
+
+// The same, read afresh from %tid.x where a tile-level step uses it where P alternates
+// (kAlternatingP): ptxas then recomputes it there (a few instructions a tile) instead
+// of holding it across the steady loop, where it spilled.
+__device__ __forceinline__ FragmentPos fragment_pos_at_use(const FragmentPos& held) {
+  if constexpr (!kAlternatingP) return held;
+  uint32_t tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  return FragmentPos(static_cast<int>(tid % 128));
+}
 
 // This consumer's staged query-only reads: its two rows' values, per read.
 // `ahead`: loaded for the tile the consumer opens next, before this one's epilogue.
@@ -1321,7 +1349,8 @@ __device__ __forceinline__ BlockClass classify(const FwdParams& p, uint32_t info
                                                int q_base) {
   const int k_start = BlockInfo::index(info) * kBlockN;
   const BlockKind kind = BlockInfo::kind(info, consumer);
-  const bool all_masked = kind == BlockKind::Empty;
+  // (without a mask_mod every block is FULL: the masked class is then not built)
+  const bool all_masked = hooks::kHasMaskMod && kind == BlockKind::Empty;
   return {k_start + kBlockN > p.seqlen_k || q_base + kRowsPerConsumer > p.seqlen_q,
           all_masked || (hooks::kHasMaskMod && kind == BlockKind::Partial), all_masked};
 }
@@ -1335,7 +1364,8 @@ __device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
   if constexpr (kMasked || kTail) {
     const uint32_t* keys = nullptr;
     if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
-    mask_bits<kTail>(bits, p, tile.b, tile.h, q_base, n * kBlockN, pos, all_masked, rows, keys);
+    mask_bits<kTail>(bits, p, tile.b, tile.h, q_base, n * kBlockN, fragment_pos_at_use(pos),
+                     all_masked, rows, keys);
     fence_operands(bits);  // computed here, not sunk to where the bits are used
   }
 }
@@ -1347,7 +1377,8 @@ __device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams&
                                              const FragmentPos& pos, const MaskBits& bits,
                                              int sigmoid_form = kSigmoidExact) {
   scores_to_logits<kMasked || kTail, kTail, kSigmoidInput>(
-      s, p, tile.b, tile.h, q_base, n * kBlockN, pos, bits, sigmoid_input_scale(sigmoid_form));
+      s, p, tile.b, tile.h, q_base, n * kBlockN, fragment_pos_at_use(pos), bits,
+      sigmoid_input_scale(sigmoid_form));
 }
 
 // Loads this consumer's staged query-only reads for its two rows of a tile.
@@ -1413,8 +1444,9 @@ __device__ __forceinline__ RowsOut finish_rows(const RowStats& st, float to_log2
 
 // The LSE of the thread's two rows (softmax; one thread of each quad writes).
 __device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, int q_base,
-                                          const FragmentPos& pos, const RowsOut& rows_out) {
+                                          const FragmentPos& held_pos, const RowsOut& rows_out) {
   if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
+    const FragmentPos pos = fragment_pos_at_use(held_pos);
     if (pos.col0 != 0) return;
     float* row_lse = p.lse + (static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q;
 #pragma unroll
@@ -1426,10 +1458,11 @@ __device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, 
 }
 
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
-                                         int consumer, int thread, const FragmentPos& pos,
+                                         int consumer, int thread, const FragmentPos& held_pos,
                                          const float (&o)[kOAcc], bool live, const RowsOut& rows_out,
                                          TileTrace* trace = nullptr) {
   const FwdParams& p = P.p;
+  const FragmentPos pos = fragment_pos_at_use(held_pos);
   const int q_base = tile.m_block * kBlockM + consumer * kRowsPerConsumer;
   const int bar = kEpilogueBarrier + consumer;
   store_lse(p, tile, q_base, pos, rows_out);  // (its stores issue while the warps gather)
@@ -1566,12 +1599,19 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       trace.add(kTraceBlocks, 1);
 
       // Steady state: S of block n issued before the PV product of the previous one.
-      while (!BlockInfo::last(info)) {
+      // p_prev holds the previous block's P (its PV product reads it); this block's P
+      // goes into p_next where the two arrays trade roles (kAlternatingP), else into
+      // p_prev once that product retired.
+      auto steady_block = [&](auto alternating, uint32_t (&p_prev)[kPvSteps][4],
+                              uint32_t (&p_next)[kPvSteps][4]) __attribute__((always_inline)) {
+        constexpr bool kAlt = decltype(alternating)::value;
         trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
         trace.add(kTraceBlocks, 1);
         info = sh.block_info[slot.index];
         const int n = BlockInfo::index(info);
-        const BlockClass cls = classify(p, info, consumer, q_base);
+        // (plain attention: a steady block is never a tail, see kPlainSteady)
+        const BlockClass cls =
+            kPlainSteady ? BlockClass{false, false, false} : classify(p, info, consumer, q_base);
         with_block_class(cls, [&](auto masked, auto tail) {
           constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
           // An index-only mask first, while S holds nothing live (its product is not
@@ -1586,7 +1626,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           gemm_qk(s, sh, cur.qb, slot.index, consumer);
           wgmma_commit();
           trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
-          gemm_pv(o, pf, sh, pv.index, o_written);
+          gemm_pv(o, p_prev, sh, pv.index, o_written);
           wgmma_commit();
           pass_mma_token(consumer);
           wgmma_wait<1>();
@@ -1601,9 +1641,11 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           // the three forms grows the kernel, and short tiles then paid in fetch)
           constexpr bool kSigmoidIn = kSigmoidOneSfu && !kM && !kT;
           block_logits<kM, kT, kSigmoidIn>(s, p, cur.tile, n, q_base, pos, bits, sigmoid_form);
-          // P into pn while the previous PV product still reads pf: the one-SFU sigmoid
-          // weights, or the exponentials at the current max where the row sums allow it.
-          uint32_t pn[kPvSteps][4];
+          // P into pn while the previous PV product still reads p_prev: the one-SFU
+          // sigmoid weights, or the exponentials at the current max where the row sums
+          // allow it.
+          uint32_t pn_copy[kPvSteps][4];
+          auto& pn = kAlt ? p_next : pn_copy;
           bool p_in_pn;
           if constexpr (kSigmoidIn) {
             sigmoid_weights(s, sigmoid_form, pn);
@@ -1616,7 +1658,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             wgmma_wait<0>();
             fence_operands(o);
             release(&sh.v_empty[pv.index], thread);
-            take_fragments(pf, pn);
+            if constexpr (!kAlt) take_fragments(p_prev, pn);
           } else {
             float rescale[2];
             bool moved = false;
@@ -1628,16 +1670,33 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             fence_operands(o);
             release(&sh.v_empty[pv.index], thread);
             if (moved) rescale_o(o, rescale);
-            probs_to_fragments(s, pf);
+            probs_to_fragments(s, kAlt ? p_next : p_prev);
           }
         });
         o_written = true;
         pv = slot;
         slot.advance();
+      };
+      if constexpr (kAlternatingP) {
+        // Two blocks a turn, so that which array holds the live P is known at every
+        // point (a run-time parity kept both live across the loop: spills).
+        uint32_t pg[kPvSteps][4];
+        while (!BlockInfo::last(info)) {
+          steady_block(std::true_type{}, pf, pg);
+          if (BlockInfo::last(info)) {
+            take_fragments(pf, pg);  // (the boundary's PV product reads pf)
+            break;
+          }
+          steady_block(std::true_type{}, pg, pf);
+        }
+      } else {
+        while (!BlockInfo::last(info)) steady_block(std::false_type{}, pf, pf);
       }
     }
     trace.stamp(kTraceSteadyEnd);
     const RowsOut rows_out = finish_rows(st, to_log2);
+    // (read again here where P alternates: held across the loop it spilled)
+    const bool live_at_end = kAlternatingP ? cur.t >= 0 && sh.tile_live[cur.qb] != 0 : live;
     // Q of this tile is no longer read by this consumer.
     release(&sh.q_empty[cur.qb], thread);
 
@@ -1654,7 +1713,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     // Straight-line code per case, each with its own epilogue: the compiler loses
     // track of which wgmma is in flight where such paths join, and then waits for
     // it (serialising every wgmma of the kernel).
-    if (live && next.live) {  // the common case
+    if (live_at_end && next.live) {  // the common case
       trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
       trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
       next.info = sh.block_info[slot.index];
@@ -1676,7 +1735,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       wgmma_wait<0>();
       fence_operands(s);
     } else {  // the CTA's last tile, or one without live key blocks
-      if (live) {
+      if (live_at_end) {
         mbar_wait(&sh.v_full[pv.index], pv.phase);
         take_mma_token(consumer);
         gemm_pv(o, pf, sh, pv.index, o_written);
@@ -1695,7 +1754,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         wgmma_wait<0>();
         fence_operands(s);
       }
-      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live, rows_out);
+      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live_at_end, rows_out);
     }
     trace.stamp(kTraceEnd);
     if (!more) break;
