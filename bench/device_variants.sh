@@ -15,7 +15,8 @@
 # then one `cubridge bench` per (S, config), S = 4096 first (SEQ_LENS, default
 # "4096 8192 2048 1024"; CONFIGS, default "llama2_7b qwen25_72b"), of the
 # GPU-verified kernels against PEERS (default sdpa,flex_triton,flex_flash,fa4),
-# with do_bench's full 25/100 ms at S = 4096 and 10/30 ms elsewhere; then the
+# with do_bench's full 25/100 ms at S = 4096 and 10/30 ms elsewhere (ROUNDS=N: N
+# interleaved timing rounds per case, medians: `cubridge bench --rounds`); then the
 # merge into $OUT/NAME/ (results.json/md/png, summary.md: each variant against
 # the best peer, the geomean, each variant against our causal). Finished pieces
 # are kept in runs/_bench-NAME/ and copied to $OUT/NAME-parts/ as they finish,
@@ -128,7 +129,8 @@ for s in "${seq_lens[@]}"; do
     else timing=(--warmup-ms 10 --rep-ms 30); fi
     t0=$SECONDS
     $cub bench "${ok[@]}" --ours runs --seq-lens "$s" --configs "$c" --peers "$peers" \
-      "${timing[@]}" --name "$piece" --out-dir "$state" > "$state/$piece.log" 2>&1
+      "${timing[@]}" --rounds "${ROUNDS:-1}" --name "$piece" --out-dir "$state" \
+      > "$state/$piece.log" 2>&1
     record "$piece" $((SECONDS - t0))
     mkdir -p "$OUT/$name-parts/$piece"
     cp "$state/$piece.log" "$state/$piece"/* "$OUT/$name-parts/$piece/" 2>/dev/null

@@ -60,6 +60,16 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from exc
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from exc
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
+    return n
+
+
 def _impl_arg(text: str) -> tuple[str, str]:
     name, sep, target = text.partition("=")
     if not sep or not name or not target:
@@ -99,6 +109,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    metavar="NAME=TARGET", help="another implementation to time (repeatable)")
     p.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up (ms)")
     p.add_argument("--rep-ms", type=float, default=100.0, help="do_bench repetition time (ms)")
+    p.add_argument("--rounds", type=_positive, default=1,
+                   help="timing rounds per case: the implementations take turns, round after "
+                   "round, on the same inputs, and each keeps its median time (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="cpu: a smoke test of the pipeline with wall-clock timings that "
@@ -175,9 +188,11 @@ def run_command(args: argparse.Namespace) -> int:
         timer, timing = wallclock_timer(), "CPU wall clock: a smoke test, not a measurement"
         print(f"cubridge bench: --device cpu times with the wall clock; {timing}")
     config = BenchConfig(seq_lens=args.seq_lens, configs=args.configs, tokens=args.tokens,
-                         seed=args.seed, device=args.device)
-    meta = collect_metadata(invocation(sys.argv), args.device,
-                            f"{timing}, warmup {settings.warmup_ms} ms, rep {settings.rep_ms} ms",
+                         seed=args.seed, device=args.device, rounds=args.rounds)
+    timing = f"{timing}, warmup {settings.warmup_ms} ms, rep {settings.rep_ms} ms"
+    if args.rounds > 1:
+        timing += f"; {args.rounds} interleaved rounds per case, each implementation's median"
+    meta = collect_metadata(invocation(sys.argv), args.device, timing,
                             {"impls": {i.name: i.source for i in impls}})
     print(f"cubridge bench on {meta['device']}: {len(specs)} variant(s) x {len(args.configs)} "
           f"config(s) x {len(args.seq_lens)} length(s), impls {[i.name for i in impls]}")

@@ -12,14 +12,13 @@ import os
 import platform
 import re
 import shlex
-import statistics
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from cubridge.bench.runner import OK, CaseResult, ImplResult
+from cubridge.bench.runner import OK, CaseResult, ImplResult, median_result
 from cubridge.bench.summary import OURS, summary_markdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -122,17 +121,14 @@ def merge_results(runs: Sequence[tuple[dict, list[CaseResult]]], *, median: bool
     return meta, results
 
 
-# A repeat that did not verify or run outranks the others: a median never hides it.
-_WORST_FIRST = ("wrong", "error", "oom", "unsupported", "skipped")
-
-
 def median_of_repeats(results: Sequence[CaseResult]) -> list[CaseResult]:
     """One result per case (variant, config, S) from runs that each measured it:
     per implementation the median of its verified times (TFLOP/s from that time,
     the largest error of any run, the runs' times in its note); an implementation
     that failed or did not run in any repeat keeps that status, naming the repeat.
     Ratios between cases (a variant against its own causal) then move less with a
-    run's clock and thermal state than a single run's do."""
+    run's clock and thermal state than a single run's do. A repeat that did not
+    verify or run outranks the others: a median never hides it (`median_result`)."""
     groups: dict[tuple, list[CaseResult]] = {}
     for r in results:
         groups.setdefault((r.variant, r.config, r.seq_len, r.seq_len_k), []).append(r)
@@ -147,27 +143,9 @@ def median_of_repeats(results: Sequence[CaseResult]) -> list[CaseResult]:
         impls = []
         for name in names:
             runs = [(k, i) for k, r in enumerate(repeats, 1) for i in r.impls if i.impl == name]
-            impls.append(_median_impl(runs, len(repeats), first.flops))
+            impls.append(median_result(runs, len(repeats), first.flops, "run"))
         merged.append(dataclasses.replace(first, impls=impls))
     return merged
-
-
-def _median_impl(numbered: Sequence[tuple[int, ImplResult]], repeats: int,
-                 flops: float) -> ImplResult:
-    """One implementation's result from its (repeat number, result) pairs."""
-    bad = [(k, r) for k, r in numbered if r.status != OK]
-    if bad:
-        k, worst = min(bad, key=lambda kr: _WORST_FIRST.index(kr[1].status)
-                       if kr[1].status in _WORST_FIRST else len(_WORST_FIRST))
-        return dataclasses.replace(worst, reason=f"repeat {k} of {repeats}: {worst.reason}")
-    runs = [r for _, r in numbered]
-    times = [r.time_ms for r in runs]
-    ms = statistics.median(times)
-    of = f"{len(times)} runs" if len(times) == repeats else f"{len(times)} of {repeats} runs"
-    times_note = f"median of {of}: " + " / ".join(f"{t:.3f}" for t in times) + " ms"
-    return ImplResult(runs[0].impl, OK, ms, flops / (ms * 1e-3) / 1e12,
-                      max(r.rel_err for r in runs), max(r.max_abs for r in runs),
-                      "; ".join(x for x in (runs[0].note, times_note) if x))
 
 
 def _impl_names(results: Sequence[CaseResult]) -> list[str]:

@@ -1,10 +1,15 @@
 """The benchmark loop: for each variant, head config and sequence length, make
 one set of inputs, count allowed pairs, compute the float64 reference, then for
-each implementation: prepare, run once, check, and only then time."""
+each implementation: prepare, run once, check, and only then time. With several
+rounds the implementations take turns, round after round, on the same inputs, and
+each keeps the median of its times: the GPU's clock and thermal state then weigh
+on every implementation alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -35,6 +40,11 @@ class BenchConfig:
     dtype: torch.dtype = torch.bfloat16
     seed: int = 0
     device: str = "cuda"
+    rounds: int = 1  # interleaved timing rounds per case (median)
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be at least 1, got {self.rounds}")
 
 
 @dataclass
@@ -185,15 +195,54 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
         return result
     result.reference = ref.method if agree else f"{ref.method} ({why})"
     pristine = [t.clone() for t in _inputs(case)]
-    for impl in impls:
-        r = measure(impl, case, ref.out, timer, pristine)
-        result.impls.append(r)
-        what = (f"{r.tflops:7.1f} TFLOP/s ({r.time_ms:.3f} ms)" if r.status == OK
-                else f"{r.status}: {r.reason}")
-        progress(f"{spec.name:<28} {cfg.name:<11} S={seq_len:<5} {impl.name:<12} {what}")
+    rounds: dict[str, list[tuple[int, ImplResult]]] = {impl.name: [] for impl in impls}
+    for k in range(config.rounds):
+        # Each round starts one implementation later, so none is always timed first.
+        for impl in impls[k % len(impls):] + impls[:k % len(impls)]:
+            done = rounds[impl.name]
+            if done and done[-1][1].status != OK:
+                continue  # (a failure stands; it is not retried)
+            r = measure(impl, case, ref.out, timer, pristine)
+            done.append((k + 1, r))
+            what = (f"{r.tflops:7.1f} TFLOP/s ({r.time_ms:.3f} ms)" if r.status == OK
+                    else f"{r.status}: {r.reason}")
+            turn = f" round {k + 1}" if config.rounds > 1 else ""
+            progress(f"{spec.name:<28} {cfg.name:<11} S={seq_len:<5} {impl.name:<12} {what}{turn}")
+    # (what an impl cannot express is no round's failure: its reason stays as it is)
+    result.impls = [done[0][1] if config.rounds == 1 or done[0][1].status == UNSUPPORTED
+                    else median_result(done, config.rounds, case.flops, "round")
+                    for done in (rounds[impl.name] for impl in impls)]
     del ref, case, pristine
     _free(torch.device(config.device))
     return result
+
+
+# Which failure a combined result keeps when repeats disagree: the worst (a repeat that
+# did not verify or run outranks the others, so a median never hides it).
+_WORST_FIRST = ("wrong", "error", "oom", "unsupported", "skipped")
+
+
+def median_result(numbered: Sequence[tuple[int, ImplResult]], repeats: int, flops: float,
+                  unit: str) -> ImplResult:
+    """One implementation's result from its (repeat number, result) pairs, the repeats
+    being a run's interleaved rounds (unit "round") or whole runs (unit "run",
+    `cubridge bench --merge --median`): the median of its verified times (TFLOP/s from
+    that time, the largest error of any, the times in its note); one that failed or did
+    not run in any repeat keeps that status, naming the repeat ("round 2 of 3: ...")."""
+    bad = [(k, r) for k, r in numbered if r.status != OK]
+    if bad:
+        k, worst = min(bad, key=lambda kr: _WORST_FIRST.index(kr[1].status)
+                       if kr[1].status in _WORST_FIRST else len(_WORST_FIRST))
+        return dataclasses.replace(worst, reason=f"{unit} {k} of {repeats}: {worst.reason}")
+    runs = [r for _, r in numbered]
+    times = [r.time_ms for r in runs]
+    ms = statistics.median(times)
+    of = (f"{len(times)} {unit}s" if len(times) == repeats
+          else f"{len(times)} of {repeats} {unit}s")
+    times_note = f"median of {of}: " + " / ".join(f"{t:.3f}" for t in times) + " ms"
+    return ImplResult(runs[0].impl, OK, ms, flops / (ms * 1e-3) / 1e12,
+                      max(r.rel_err for r in runs), max(r.max_abs for r in runs),
+                      "; ".join(x for x in (runs[0].note, times_note) if x))
 
 
 def run_bench(specs: Sequence[Spec], impls: Sequence[Impl], config: BenchConfig, timer: Timer,

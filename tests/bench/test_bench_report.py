@@ -180,6 +180,23 @@ def test_cli_end_to_end_on_cpu(tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_cli_rounds_on_cpu(tmp_path, capsys):
+    spec_file = tmp_path / "tiny_causal.py"
+    spec_file.write_text(SPEC_FILE)
+    argv = ["bench", str(spec_file), "--device", "cpu", "--seq-lens", "32", "--tokens", "64",
+            "--configs", "tiny", "--peers", "eager,sdpa", "--ours", "none", "--rounds", "3",
+            "--out-dir", str(tmp_path), "--name", "rounds"]
+    assert main(argv) == 0
+    data = json.loads((tmp_path / "rounds" / "results.json").read_text())
+    assert "3 interleaved rounds per case" in data["meta"]["timing"]
+    (r,) = data["results"]
+    assert all(i["status"] == "ok" and "median of 3 rounds" in i["note"] for i in r["impls"])
+    with pytest.raises(SystemExit):
+        main(["bench", str(spec_file), "--device", "cpu", "--rounds", "0"])
+    assert "expected at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_runs_on_one_device_merge_into_one_report(tmp_path, results):
     first, second = tmp_path / "a", tmp_path / "b"
     write_reports(first, collect_metadata("cubridge bench causal", "cpu", "t"), results[:2])
@@ -221,15 +238,15 @@ def test_a_failure_in_any_repeat_is_kept():
                                 _case({"ours": "wrong", "peer": "oom"}),
                                 _case({"ours": 1.1, "peer": "error"})])
     ours, peer = merged[0].impls
-    assert ours.status == "wrong" and ours.reason == "repeat 2 of 3: ours wrong"
-    assert peer.status == "error" and peer.reason.startswith("repeat 3 of 3")
+    assert ours.status == "wrong" and ours.reason == "run 2 of 3: ours wrong"
+    assert peer.status == "error" and peer.reason.startswith("run 3 of 3")
 
 
 def test_a_failure_names_its_repeat_when_another_repeat_lacks_the_impl():
     merged = median_of_repeats([_case({"ours": 1.0}), _case({"ours": 1.0, "peer": 2.0}),
                                 _case({"ours": 1.0, "peer": "wrong"})])
     peer = merged[0].impls[1]
-    assert peer.status == "wrong" and peer.reason == "repeat 3 of 3: peer wrong"
+    assert peer.status == "wrong" and peer.reason == "run 3 of 3: peer wrong"
     ok = median_of_repeats([_case({"ours": 1.0}), _case({"ours": 1.0, "peer": 2.0})])
     assert "median of 1 of 2 runs" in ok[0].impls[1].note
 

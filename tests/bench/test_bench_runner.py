@@ -193,3 +193,75 @@ def test_cubridge_flex_attention_impl_refuses_what_it_cannot_take(specs):
                         wallclock_timer(2), progress=lambda _: None)
     (i,) = results[0].impls
     assert i.status == "unsupported" and "capture their tensors" in i.reason
+
+
+class ScriptedTimer:
+    """Gives each impl its next scripted time (ms) and records the order of the calls."""
+
+    def __init__(self, times: dict[str, list[float]]) -> None:
+        self.times = {name: list(ts) for name, ts in times.items()}
+        self.order: list[str] = []
+
+    def __call__(self, fn):
+        fn()
+        self.order.append(fn.impl)
+        return self.times[fn.impl].pop(0)
+
+
+def _sdpa_named(name: str, wrong_in_calls: tuple[int, ...] = ()) -> Impl:
+    """SDPA with a name the timer can see; its output is wrong in the given calls
+    of its run (counting every call, verification runs and timed ones)."""
+    calls = [0]
+
+    def prepare(case) -> Prepared:
+        def run():
+            calls[0] += 1
+            out = torch.nn.functional.scaled_dot_product_attention(
+                case.q, case.k, case.v, is_causal=True, scale=case.scale, enable_gqa=True)
+            return out + 1 if calls[0] in wrong_in_calls else out
+
+        run.impl = name
+        return Prepared(run)
+
+    return Impl(name, prepare)
+
+
+ROUNDS = BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu", rounds=3)
+
+
+def test_rounds_interleave_the_impls_and_each_keeps_its_median(specs):
+    timer = ScriptedTimer({"a": [1.0, 3.0, 2.0], "b": [5.0, 4.0, 9.0]})
+    (r,) = run_bench([specs["causal"]], [_sdpa_named("a"), _sdpa_named("b")], ROUNDS, timer,
+                     progress=lambda _: None)
+    assert timer.order == ["a", "b", "b", "a", "a", "b"]  # each round starts one impl later
+    by = {i.impl: i for i in r.impls}
+    assert [i.impl for i in r.impls] == ["a", "b"]
+    assert by["a"].time_ms == 2.0 and by["b"].time_ms == 5.0
+    assert by["a"].tflops == pytest.approx(r.flops / 2e-3 / 1e12)
+    assert "median of 3 rounds: 1.000 / 3.000 / 2.000 ms" in by["a"].note
+
+
+def test_a_failure_in_any_round_stands_and_is_not_retried(specs):
+    # b's verification run of round 2 is its third call (round 1: verify, time)
+    timer = ScriptedTimer({"a": [1.0, 1.0, 1.0], "b": [1.0, 1.0, 1.0]})
+    impls = [_sdpa_named("a"), _sdpa_named("b", wrong_in_calls=(3,))]
+    (r,) = run_bench([specs["causal"]], impls, ROUNDS, timer, progress=lambda _: None)
+    by = {i.impl: i for i in r.impls}
+    assert by["a"].status == "ok"
+    assert by["b"].status == "wrong" and by["b"].time_ms is None
+    assert by["b"].reason.startswith("round 2 of 3: failed verification")
+    assert timer.order.count("b") == 1  # timed in round 1 only
+    assert timer.order.count("a") == 3
+
+
+def test_rounds_must_be_positive():
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        BenchConfig(rounds=0)
+
+
+def test_with_rounds_an_impl_that_cannot_express_the_variant_keeps_its_reason(specs):
+    (r,) = run_bench([specs["sigmoid_causal"]], peer_impls(["sdpa", "eager"]), ROUNDS,
+                     wallclock_timer(2), progress=lambda _: None)
+    by = {i.impl: i for i in r.impls}
+    assert by["sdpa"].status == "unsupported" and not by["sdpa"].reason.startswith("round")
+    assert by["eager"].status == "ok" and "median of 3 rounds" in by["eager"].note

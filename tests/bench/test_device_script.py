@@ -62,6 +62,7 @@ def test_all_runs_then_benches_each_length_and_config_then_merges(tree):
     first = benches[0]
     assert first.startswith("bench full causal sliding_window_1024") and "--ours runs" in first
     assert "--warmup-ms 25 --rep-ms 100" in first and "--warmup-ms 10 --rep-ms 30" in benches[2]
+    assert all("--rounds 1 " in c for c in benches)  # (ROUNDS unset: one timing round)
     merge = [c for c in calls if "--merge" in c]
     assert len(merge) == 1 and merge[0].count("results.json") == 8
     assert "DONE: " in out and "8 pieces" in out
@@ -103,3 +104,9 @@ def test_missing_fa4_stops_before_spending_device_time(tree):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "flash-attn-4 does not import" in done.stderr
     assert not (tree / "c").exists()
+
+
+def test_all_passes_rounds_to_every_bench(tree):
+    _, calls = run_all(tree, ROUNDS="3")
+    benches = [c for c in calls if c.startswith("bench ") and "--merge" not in c]
+    assert len(benches) == 8 and all("--rounds 3 " in c for c in benches)
