@@ -198,7 +198,8 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
     rounds: dict[str, list[tuple[int, ImplResult]]] = {impl.name: [] for impl in impls}
     for k in range(config.rounds):
         # Each round starts one implementation later, so none is always timed first.
-        for impl in impls[k % len(impls):] + impls[:k % len(impls)]:
+        shift = k % len(impls) if impls else 0
+        for impl in impls[shift:] + impls[:shift]:
             done = rounds[impl.name]
             if done and done[-1][1].status != OK:
                 continue  # (a failure stands; it is not retried)

@@ -265,3 +265,8 @@ def test_with_rounds_an_impl_that_cannot_express_the_variant_keeps_its_reason(sp
     by = {i.impl: i for i in r.impls}
     assert by["sdpa"].status == "unsupported" and not by["sdpa"].reason.startswith("round")
     assert by["eager"].status == "ok" and "median of 3 rounds" in by["eager"].note
+
+
+def test_rounds_without_impls_still_record_the_case(specs):
+    (r,) = run_bench([specs["causal"]], [], ROUNDS, wallclock_timer(2), progress=lambda _: None)
+    assert r.impls == [] and r.allowed_pairs > 0
