@@ -149,8 +149,8 @@ constexpr bool kMaskIndexOnly = false;
 //   filled and their O and LSE are not stored).
 // - Its steady loop runs two blocks a turn with P in two arrays that trade roles by
 //   block (kAlternatingP), so the fast path's P is never copied (take_fragments: 32
-//   PRMTs a block, 8.5% of causal's steady-loop stall samples): full attention +4% to
-//   +11% at S >= 2048 (NOTES.md, "P in two arrays for plain attention"). Other builds
+//   PRMTs a block, 8.5% of causal's steady-loop stall samples): full attention +3% to
+//   +19% at S = 1024-8192 (NOTES.md, "P in two arrays for plain attention"). Others
 //   keep the copy: the two-block form spilled there (masked 2-28 B, ALiBi's score_mod
 //   32 B). CUBRIDGE_ALTERNATING_P=0/1 overrides it (A/B).
 constexpr bool kPlainSteady = !hooks::kHasMaskMod && !hooks::kHasScoreMod &&
