@@ -181,6 +181,11 @@ def run_command(args: argparse.Namespace) -> int:
         impls.append(external_impl("ours", args.ours))
     impls += [external_impl(name, target) for name, target in args.impl]
     impls += peer_impls(args.peers)
+    repeated = sorted({i.name for i in impls if [j.name for j in impls].count(i.name) > 1})
+    if repeated:
+        print(f"cubridge bench: two implementations named {', '.join(repeated)}; results are "
+              "reported by name, so give each --impl its own", file=sys.stderr)
+        return 2
     settings = TimingSettings(args.warmup_ms, args.rep_ms)
     if args.device == "cuda":
         timer, timing = gpu_timer(settings)

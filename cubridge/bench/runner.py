@@ -195,12 +195,12 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
         return result
     result.reference = ref.method if agree else f"{ref.method} ({why})"
     pristine = [t.clone() for t in _inputs(case)]
-    rounds: dict[str, list[tuple[int, ImplResult]]] = {impl.name: [] for impl in impls}
+    rounds: list[list[tuple[int, ImplResult]]] = [[] for _ in impls]  # per impl, by position
     for k in range(config.rounds):
         # Each round starts one implementation later, so none is always timed first.
         shift = k % len(impls) if impls else 0
-        for impl in impls[shift:] + impls[:shift]:
-            done = rounds[impl.name]
+        for j in [*range(shift, len(impls)), *range(shift)]:
+            impl, done = impls[j], rounds[j]
             if done and done[-1][1].status != OK:
                 continue  # (a failure stands; it is not retried)
             r = measure(impl, case, ref.out, timer, pristine)
@@ -212,7 +212,7 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
     # (what an impl cannot express is no round's failure: its reason stays as it is)
     result.impls = [done[0][1] if config.rounds == 1 or done[0][1].status == UNSUPPORTED
                     else median_result(done, config.rounds, case.flops, "round")
-                    for done in (rounds[impl.name] for impl in impls)]
+                    for done in rounds]
     del ref, case, pristine
     _free(torch.device(config.device))
     return result

@@ -194,6 +194,10 @@ def test_cli_rounds_on_cpu(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["bench", str(spec_file), "--device", "cpu", "--rounds", "0"])
     assert "expected at least 1" in capsys.readouterr().err
+    # two implementations of one name: refused (results are reported by name)
+    assert main(["bench", str(spec_file), "--device", "cpu", "--ours", "none", "--peers", "sdpa",
+                 "--impl", "sdpa=cubridge.kernels:attention"]) == 2
+    assert "two implementations named sdpa" in capsys.readouterr().err
 
 
 @pytest.mark.slow

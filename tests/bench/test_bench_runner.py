@@ -270,3 +270,16 @@ def test_with_rounds_an_impl_that_cannot_express_the_variant_keeps_its_reason(sp
 def test_rounds_without_impls_still_record_the_case(specs):
     (r,) = run_bench([specs["causal"]], [], ROUNDS, wallclock_timer(2), progress=lambda _: None)
     assert r.impls == [] and r.allowed_pairs > 0
+
+
+def test_each_impl_keeps_its_own_results_by_position(specs):
+    """Results belong to the implementation's place in the list, not its name."""
+    def wrong(case) -> Prepared:
+        return Prepared(lambda: torch.zeros_like(case.q))
+
+    impls = [_sdpa_named("a"), Impl("a", wrong)]
+    one_round = BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu")
+    for config in (one_round, ROUNDS):
+        (r,) = run_bench([specs["causal"]], impls, config, ScriptedTimer({"a": [1.0] * 3}),
+                         progress=lambda _: None)
+        assert [i.status for i in r.impls] == ["ok", "wrong"], config.rounds

@@ -1444,9 +1444,8 @@ __device__ __forceinline__ RowsOut finish_rows(const RowStats& st, float to_log2
 
 // The LSE of the thread's two rows (softmax; one thread of each quad writes).
 __device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, int q_base,
-                                          const FragmentPos& held_pos, const RowsOut& rows_out) {
+                                          const FragmentPos& pos, const RowsOut& rows_out) {
   if constexpr (hooks::kNormalizer == Normalizer::Softmax) {
-    const FragmentPos pos = fragment_pos_at_use(held_pos);
     if (pos.col0 != 0) return;
     float* row_lse = p.lse + (static_cast<int64_t>(tile.b) * p.heads_q + tile.h) * p.seqlen_q;
 #pragma unroll
