@@ -735,6 +735,18 @@ struct FragmentPos {
   }
 };
 
+// The thread's first key column in a block, k_base + col0, opaque to the compiler. The
+// columns k_first + 8j + e are then adds it knows do not wrap, so the 64-bit index of an
+// aux read at a key (bias[b, q, k]) folds into the load's immediate offset: one address a
+// row instead of one a score. Left visible, the sums merged with others of k_base that
+// may wrap, and each read computed its own address: graphormer's spatial bias (a gather
+// at every pair) 118 -> 164 TFLOP/s (NOTES.md, "Aux reads at a key fold their address").
+__device__ __forceinline__ int key_first_column(int k_base, const FragmentPos& pos) {
+  int k_first = k_base + pos.col0;
+  asm("mov.b32 %0, %1;" : "=r"(k_first) : "r"(k_first));
+  return k_first;
+}
+
 // The same, read afresh from %tid.x where a tile-level step uses it where P alternates
 // (kAlternatingP): ptxas then recomputes it there (a few instructions a tile) instead
 // of holding it across the steady loop, where it spilled.
@@ -911,11 +923,12 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
       return;
     }
   }
+  const int k_first = key_first_column(k_base, pos);
 #pragma unroll
   for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int k = k_base + 8 * j + pos.col0 + e;
+      const int k = k_first + (8 * j + e);
       const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -950,6 +963,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
   static_assert(!kSigmoidInput || (kSigmoidOneSfu && !kMasked), "sigmoid inputs: unmasked blocks");
   const float scale_in = p.scale * kScoreIn;  // (p.scale without an affine score_mod)
   const float exponent_scale = -p.scale * kSigmoidScoreIn * kLog2e;  // (sigmoid exponents)
+  const int k_first = key_first_column(k_base, pos);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int q = q_base + pos.row0 + 8 * half;
@@ -958,7 +972,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
     for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int k = k_base + 8 * j + pos.col0 + e;
+        const int k = k_first + (8 * j + e);
         const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
         float& x = s[4 * j + 2 * half + e];
         if constexpr (kSigmoidInput && kSigmoidExponent) {
