@@ -15,19 +15,25 @@ from cubridge.kernels import get_kernel
 
 @pytest.mark.nvcc
 @pytest.mark.slow
-def test_compile_only_builds_every_side_into_the_cache(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("kernel,arch", [("fa_sm90", "sm_90a"), ("fa_sm80", "sm_80")])
+def test_compile_only_builds_every_side_into_the_cache(tmp_path, monkeypatch, capsys, kernel,
+                                                       arch):
     variant_ab = load_fa_sm90_script("variant_ab")
     cache = tmp_path / "cache"
     monkeypatch.setenv("CUBRIDGE_CACHE_DIR", str(cache))
     library = tmp_path / "library"  # no header, no source: the generated header, the library's
     library.mkdir()
-    edited = tmp_path / "edited"  # a kernel edit on one side
+    edited = tmp_path / "edited"  # a kernel edit on one side, in the kernel's own source file
     edited.mkdir()
-    (edited / "fa_sm90.cu").write_text(get_kernel("fa_sm90").source.read_text() + "\n// edit\n")
-    monkeypatch.setattr(sys, "argv", ["variant_ab.py", "causal", "--header", f"lib={library}",
-                                      "--header", f"edit={edited}", "--compile-only", "sm_90a"])
+    source = get_kernel(kernel).source
+    (edited / source.name).write_text(source.read_text() + "\n// edit\n")
+    if kernel != "fa_sm90":  # another kernel's source in a folder is not this kernel's
+        (library / "fa_sm90.cu").write_text("#error not this kernel's source\n")
+    monkeypatch.setattr(sys, "argv", ["variant_ab.py", "causal", "--kernel", kernel,
+                                      "--header", f"lib={library}", "--header", f"edit={edited}",
+                                      "--compile-only", arch])
     variant_ab.main()
-    assert "built 2 variants for sm_90a" in capsys.readouterr().out
+    assert f"built 2 variants for {arch}" in capsys.readouterr().out
     entries = sorted(p.name for p in (cache / "cubin").glob("*/*"))
     (spec,) = load_specs(["causal"])
     assert len(entries) == 2 * len(spec.dtypes)  # each side, each dtype

@@ -1,15 +1,17 @@
-"""A/B of hook headers for benchmark variants on fa_sm90: each header is
-compiled into the variant's kernel (same plan, same aux slots) and run through
-the benchmark loop on the same inputs: the float64 reference first, every
-output verified before it is timed, the headers interleaved for `--rounds`.
+"""A/B of hook headers for benchmark variants on fa_sm90 (or another library
+kernel: `--kernel fa_sm80`): each header is compiled into the variant's kernel
+(same plan, same aux slots) and run through the benchmark loop on the same
+inputs: the float64 reference first, every output verified before it is timed,
+the headers interleaved for `--rounds`.
 
     python bench/kernels/fa_sm90/variant_ab.py prefix_lm comb_prefix_softcap_sigmoid \\
         --header old=.ab/old --header new=.ab/new --seq-lens 2048,4096 --out DIR
 
 A header argument is LABEL=FOLDER holding <variant>.cuh for the variants named
 (one it lacks takes the header cubridge generates for the variant); a FOLDER that
-also holds fa_sm90.cu compiles that kernel source instead of the library's (an
-A/B of a kernel edit: put the other side's source there), and one that holds
+also holds the kernel's source file (fa_sm90.cu, fa_sm80.cu) compiles that source
+instead of the library's (an A/B of a kernel edit: put the other side's source
+there), and one that holds
 config.json ({"block_n": 64, "stages": 4}) builds with that tile config instead
 of the metadata's (an A/B of tile shapes).
 
@@ -56,7 +58,7 @@ def _impl(name: str, variant: CompiledVariant) -> Impl:
         q, k, v, aux, scale = case.q, case.k, case.v, case.aux, case.scale
         return Prepared(lambda: variant(q, k, v, scale=scale, **aux)[0])
 
-    return Impl(name, prepare, "fa_sm90 with this header")
+    return Impl(name, prepare, f"{variant.kernel.name} with this header")
 
 
 def main() -> None:
@@ -68,13 +70,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--kernel", default="fa_sm90", help="the library kernel (default fa_sm90)")
     ap.add_argument("--compile-only", metavar="ARCH",
                     help="build every cubin for ARCH (e.g. sm_90a) into the cache and stop")
     args = ap.parse_args()
     if args.out is None and not args.compile_only:
         ap.error("--out is required unless --compile-only")
 
-    lib = get_kernel("fa_sm90")
+    lib = get_kernel(args.kernel)
     arch = args.compile_only or device_arch(torch.device("cuda"))
     specs = load_specs(args.variants)
     variants: dict[tuple[str, str], CompiledVariant] = {}
@@ -92,9 +95,9 @@ def main() -> None:
                 builds = [lib.build_for(b.head_dim, b.head_dim_v, config=config, causal=b.causal)
                           for b in variant.builds]  # (only the tile config changes)
                 variant = CompiledVariant(spec, lib, builds, hooks=variant.hooks)
-            if (folder / "fa_sm90.cu").exists():
+            if (folder / lib.source.name).exists():
                 variant = CompiledVariant(spec, lib, variant.builds, hooks=variant.hooks,
-                                          source=(folder / "fa_sm90.cu").read_text())
+                                          source=(folder / lib.source.name).read_text())
             variants[spec.name, label] = variant
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(lambda v: v.compile(arch), variants.values()))

@@ -237,6 +237,7 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
                                            int q_start) {
   const int g = lane >> 2;
   const int t = lane & 3;
+  const int k_first = opaque(k0 + 2 * t);  // (see scores_to_logits)
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     uint32_t word = 0;
@@ -247,7 +248,7 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int k = k0 + j * 8 + 2 * t + e;
+          const int k = k_first + (j * 8 + e);
           // Only blocks holding the query or key tail pay for bounds and clamps;
           // elsewhere q and k stay affine in the lane, which the compiler folds
           // into immediates (one compare per element for q - k < w).
@@ -286,6 +287,11 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
                                                  int k0, int lane) {
   const int g = lane >> 2;
   const int t = lane & 3;
+  // The thread's first key column, opaque to the compiler: the columns k_first + 8j + e
+  // are then adds it knows do not wrap, so an aux read at a key (bias[b, q, k]) folds
+  // its 64-bit index into the load's immediate offset, one address a row (as on
+  // fa_sm90: kernels/fa_sm90/NOTES.md, "Aux reads at a key fold their address").
+  const int k_first = opaque(k0 + 2 * t);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -299,7 +305,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int k = k0 + j * 8 + 2 * t + e;
+          const int k = k_first + (j * 8 + e);
           float& x = s[mt][j][2 * half + e];
           if constexpr (hooks::kHasScoreMod) {
             x = hooks::score_mod(x * p.scale, b, h, q_hook, kTail ? min(k, p.seqlen_k - 1) : k,

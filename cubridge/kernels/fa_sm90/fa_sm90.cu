@@ -742,9 +742,7 @@ struct FragmentPos {
 // may wrap, and each read computed its own address: graphormer's spatial bias (a gather
 // at every pair) 118 -> 164 TFLOP/s (NOTES.md, "Aux reads at a key fold their address").
 __device__ __forceinline__ int key_first_column(int k_base, const FragmentPos& pos) {
-  int k_first = k_base + pos.col0;
-  asm("mov.b32 %0, %1;" : "=r"(k_first) : "r"(k_first));
-  return k_first;
+  return opaque(k_base + pos.col0);
 }
 
 // The same, read afresh from %tid.x where a tile-level step uses it where P alternates
