@@ -236,8 +236,7 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
                                            const uint32_t* rows, const uint32_t* keys,
                                            int q_start) {
   const int g = lane >> 2;
-  const int t = lane & 3;
-  const int k_first = opaque(k0 + 2 * t);  // (see scores_to_logits)
+  const int k_first = opaque(k0 + 2 * (lane & 3));  // (opaque: see scores_to_logits)
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     uint32_t word = 0;
@@ -286,20 +285,15 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kMTiles][kNTiles][4]
                                                  const FwdParams& p, int b, int h, int row0,
                                                  int k0, int lane) {
   const int g = lane >> 2;
-  const int t = lane & 3;
-  // The thread's first key column, opaque to the compiler: the columns k_first + 8j + e
-  // are then adds it knows do not wrap, so an aux read at a key (bias[b, q, k]) folds
-  // its 64-bit index into the load's immediate offset, one address a row (as on
-  // fa_sm90: kernels/fa_sm90/NOTES.md, "Aux reads at a key fold their address").
-  const int k_first = opaque(k0 + 2 * t);
+  const int k_first = opaque(k0 + 2 * (lane & 3));  // the thread's first key column
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int q = row0 + mt * 16 + g + 8 * half;
-      // Rows past Sq are discarded and keys past Sk masked; only tail blocks clamp
-      // them (so hooks never index aux tensors out of bounds): elsewhere q and k stay
-      // affine in the lane, and a score_mod's aux reads at q - k share addresses.
+      // Rows past Sq are discarded and keys past Sk masked; only tail blocks clamp them
+      // (hooks never index aux out of bounds). Elsewhere q and k stay affine in the lane
+      // and k_first is opaque, so its adds cannot wrap: a read at a key folds its address.
       const int q_hook = kTail ? min(q, p.seqlen_q - 1) : q;
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
