@@ -31,6 +31,8 @@ AUX_C_TYPES: dict[torch.dtype, str] = {
     torch.int64: "int64_t",
     torch.float32: "float",
     torch.float64: "double",
+    torch.bfloat16: "cubridge::Bf16",  # (widened to float where read: hook_types.cuh)
+    torch.float16: "cubridge::Fp16",
 }
 
 

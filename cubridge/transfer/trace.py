@@ -64,6 +64,8 @@ _TORCH_DTYPES: dict[torch.dtype, DType] = {
     torch.int64: DType.INT,
     torch.float32: DType.FLOAT,
     torch.float64: DType.FLOAT,
+    torch.bfloat16: DType.FLOAT,  # (read widened to float, as FlexAttention promotes them)
+    torch.float16: DType.FLOAT,
 }
 
 

@@ -91,6 +91,24 @@ def floor_mod_mask(b, h, q, k):
     return ((q - k) // 96 >= -1) & ((k - q) % 128 < 100) | (h == 1) & ~(q < 40)
 
 
+def half_gate(b, h, q, k, *, gate16):
+    return gate16[k] >= 0
+
+
+def half_precision_reads(score, b, h, q, k, *, gate16, bias16):
+    return score + gate16[k] * bias16[h, q, k]
+
+
+def _half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """fp16 gates and a bf16 bias with the values their widening must keep exactly:
+    subnormals, signed zero, the largest fp16, negatives (masked off)."""
+    gate = torch.randn(s, generator=gen).to(torch.float16)
+    gate[:6] = torch.tensor([5.96e-8, -0.0, 65504.0, 1e-5, -1.0, 6.1e-5], dtype=torch.float16)
+    bias = torch.randn(hq, s, s, generator=gen).to(torch.bfloat16)
+    bias[:, :, :3] = torch.tensor([1e-40, -3e38, 0.0], dtype=torch.bfloat16)
+    return {"gate16": gate, "bias16": bias}
+
+
 def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
     s, bsz = max(shape.sq, shape.sk), shape.b
     lengths = []
@@ -114,6 +132,7 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[st
         "slope": torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq),
         "rel_bias": torch.randn(shape.hq, 2 * s - 1, generator=gen),
         "log_s": torch.tensor(math.log(s), dtype=torch.float32),
+        **_half_precision_aux(s, shape.hq, gen),
     }
     return {n: t.to(device) for n, t in aux.items()}
 
@@ -187,5 +206,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("comb_prefix_softcap_sigmoid", prefix_lm, softcap_minus_log_s, "sigmoid"),
         make_spec("kitchen_sink", floor_mod_mask, kitchen_sink_score),
         make_spec("dilated_window", dilated_window),
+        make_spec("half_precision_reads", half_gate, half_precision_reads),
     ]
 }

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from hook_variants import VARIANTS
+from hook_variants import VARIANTS, _half_precision_aux
 
 from cubridge.transfer import expr
 from cubridge.transfer.expr import DType
@@ -33,6 +33,7 @@ def _aux():
         "slope": torch.rand(H, generator=g),
         "rel_bias": torch.randn(H, SQ + SK - 1, generator=g),
         "log_s": torch.tensor(math.log(SK), dtype=torch.float32),
+        **_half_precision_aux(max(SQ, SK), H, g),
     }
 
 
@@ -195,8 +196,18 @@ def test_wrong_index_count_and_float_index_are_rejected():
 
 
 def test_unsupported_aux_dtype_is_rejected():
-    with pytest.raises(TraceError, match="bfloat16"):
-        trace_score_mod(lambda s, b, h, q, k, *, t: s + t[h], {"t": torch.ones(2).bfloat16()})
+    with pytest.raises(TraceError, match="float8_e4m3fn"):
+        trace_score_mod(lambda s, b, h, q, k, *, t: s + t[h],
+                        {"t": torch.ones(2).to(torch.float8_e4m3fn)})
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_aux_reads_are_float_reads(dtype):
+    """A bias kept in the model's dtype: read as a float (FlexAttention promotes it)."""
+    traced = trace_score_mod(lambda s, b, h, q, k, *, t: s + t[h],
+                             {"t": torch.ones(2, dtype=dtype)})
+    (read,) = [n for n in traced.node.walk() if n.op == "aux_load"]
+    assert read.dtype == DType.FLOAT and traced.node.dtype == DType.FLOAT
 
 
 def test_simplify_folds_constants_and_identities():

@@ -47,6 +47,44 @@ struct AuxArgs {
   int seqlen_k;
 };
 
+// 16-bit float aux elements (a bias kept in the model's dtype), read as their bits
+// and widened exactly to float where a hook uses them: headers name these instead of
+// CUDA's __nv_bfloat16 / __half, so they also compile for the host without CUDA.
+struct Bf16 {
+  uint16_t bits;
+  CUBRIDGE_HD operator float() const {
+    const uint32_t u = static_cast<uint32_t>(bits) << 16;  // bf16 is fp32's top half
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+  }
+};
+struct Fp16 {
+  uint16_t bits;
+  CUBRIDGE_HD operator float() const {
+#if defined(__CUDA_ARCH__)
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+    return f;
+#else
+    const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+    const uint32_t exp = (bits >> 10) & 0x1fu, mant = bits & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1fu) {
+      u = sign | 0x7f800000u | (mant << 13);  // inf, nan
+    } else if (exp != 0) {
+      u = sign | ((exp + 112u) << 23) | (mant << 13);  // rebias 15 -> 127
+    } else {  // zero and subnormals: mant * 2^-24, exact in float
+      const float f = static_cast<float>(mant) * 5.9604644775390625e-08f;
+      return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+  }
+};
+
 // Staged reads (docs/hooks.md): mask_mod's aux reads that depend on the key
 // only (or the query only) are evaluated once per key block (query block) into
 // shared memory, 32-bit patterns, read `i` of one position at at[i * stride].
