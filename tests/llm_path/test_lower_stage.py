@@ -16,6 +16,7 @@ from stage_fixtures import FAST, FIXTURE_LABEL, SPECS, fixture_reply
 
 from cubridge.kernels import get_kernel
 from cubridge.llm import LLMClient, Request, code_block, load_config, read_exchanges, record_fixture
+from cubridge.llm_path.correspondence import library_correspondence_path
 from cubridge.llm_path.lower import builds_for, describe_target, lower, lowering_inputs
 from cubridge.rundir import RunDir
 from cubridge.spec import load
@@ -79,7 +80,11 @@ def test_compile_errors_and_edit_errors_are_fed_back(llm_server, tmp_path, targe
     assert "diff FaSm80 -> FaSm80Cosine" in prompt and "@@@ replace" in prompt
     assert "CUBRIDGE_HEAD_DIM=128" in prompt and "struct AuxArgs" in prompt
     assert "`aux_load<float>(p.aux, 0, i0)`" in prompt
-    assert "| attention | 129-222, 392-674 |" in prompt
+    attention = next(e for e in json.loads(library_correspondence_path(get_kernel("fa_sm80"))
+                                           .read_text())["correspondence"]
+                     if e["method"] == "attention")  # (its line ranges move with fa_sm80.cu)
+    ranges = ", ".join(f"{a}-{b}" for a, b in attention["cuda_lines"])
+    assert f"| attention | {ranges} |" in prompt
     assert "the unmodified fa_sm80 uses" in prompt and "may spill at most" in prompt
 
     assert "// lowered by cubridge (test reply)" in result.source.read_text()
