@@ -99,7 +99,7 @@ def half_precision_reads(score, b, h, q, k, *, gate16, bias16):
     return score + gate16[k] * bias16[h, q, k]
 
 
-def _half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+def half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """fp16 gates and a bf16 bias with the values their widening must keep exactly:
     subnormals, signed zero, the largest fp16, negatives (masked off)."""
     gate = torch.randn(s, generator=gen).to(torch.float16)
@@ -132,7 +132,7 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[st
         "slope": torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq),
         "rel_bias": torch.randn(shape.hq, 2 * s - 1, generator=gen),
         "log_s": torch.tensor(math.log(s), dtype=torch.float32),
-        **_half_precision_aux(s, shape.hq, gen),
+        **half_precision_aux(s, shape.hq, gen),
     }
     return {n: t.to(device) for n, t in aux.items()}
 

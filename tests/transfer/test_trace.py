@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from hook_variants import VARIANTS, _half_precision_aux
+from hook_variants import VARIANTS, half_precision_aux
 
 from cubridge.transfer import expr
 from cubridge.transfer.expr import DType
@@ -33,7 +33,7 @@ def _aux():
         "slope": torch.rand(H, generator=g),
         "rel_bias": torch.randn(H, SQ + SK - 1, generator=g),
         "log_s": torch.tensor(math.log(SK), dtype=torch.float32),
-        **_half_precision_aux(max(SQ, SK), H, g),
+        **half_precision_aux(max(SQ, SK), H, g),
     }
 
 
