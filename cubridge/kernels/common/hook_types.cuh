@@ -85,6 +85,13 @@ struct Fp16 {
   }
 };
 
+// A 16-bit element given as its pattern (the low half of `bits`; pair reads:
+// score_mod_paired), widened as a read of it would be.
+template <typename T>
+CUBRIDGE_HD float widen16(uint32_t bits) {
+  return static_cast<float>(T{static_cast<uint16_t>(bits)});
+}
+
 // Staged reads (docs/hooks.md): mask_mod's aux reads that depend on the key
 // only (or the query only) are evaluated once per key block (query block) into
 // shared memory, 32-bit patterns, read `i` of one position at at[i * stride].

@@ -34,6 +34,7 @@
 
 #include "fwd_params.cuh"
 #include "hook_types.cuh"
+#include "sm80_primitives.cuh"
 #include "sm90_primitives.cuh"
 #include "sm90_wgmma.cuh"
 // This kernel divides O by a header's CUBRIDGE_HOOKS_ACTIVATION_SCALE in its
@@ -291,6 +292,54 @@ struct StagedKeyRing<0> {
   __device__ __forceinline__ const uint32_t* slot(int) const { return nullptr; }
 };
 
+// Pair reads (docs/hooks.md): score_mod's read of a 16-bit aux tensor at [..., k]
+// with its other indices of (b, h, q), such as a dense bias[b, h, q, k]. Read per
+// score after the wait for S, its latency was exposed in every block and its 64
+// values a thread spilled (0.67x of Flex Triton). Here each warp copies its 16 rows
+// of a block's keys into shared memory with cp.async as soon as it knows the block
+// (its K has landed), and reads them back after the wait for S with ldmatrix, which
+// hands each thread exactly its accumulator positions' pairs of keys (NOTES.md,
+// "Pair reads staged by the consumers"). A consumer's rows take 16 KB a block: in
+// its O staging rows where a block has as many keys as the head dim (D = 128: the
+// ring and O leave no room for more), else in a tile of their own. A tile's first
+// block reads them from global memory: its copy would land in O's rows before the
+// previous tile's store has read them. CUBRIDGE_PAIR_STAGED=0 turns it off (A/B).
+#ifndef CUBRIDGE_PAIR_STAGED
+#define CUBRIDGE_PAIR_STAGED 1
+#endif
+#ifdef CUBRIDGE_HOOKS_PAIR_READS
+constexpr bool kPairStaged = CUBRIDGE_PAIR_STAGED && hooks::kPairReads > 0 &&
+                             hooks::kHasScoreMod && !kScoreAffine && !kSigmoidOfAffine &&
+                             !kSigmoidExponent;
+__device__ __forceinline__ const uint16_t* pair_row(int b, int h, int q, const AuxArgs& aux) {
+  return hooks::pair_row(b, h, q, aux);
+}
+__device__ __forceinline__ float score_mod_paired(float s, int b, int h, int q, int k,
+                                                  uint32_t pair, const AuxArgs& aux) {
+  return hooks::score_mod_paired(s, b, h, q, k, pair, aux);
+}
+#else
+constexpr bool kPairStaged = false;
+__device__ __forceinline__ const uint16_t* pair_row(int, int, int, const AuxArgs&) {
+  return nullptr;
+}
+__device__ __forceinline__ float score_mod_paired(float s, int, int, int, int, uint32_t,
+                                                  const AuxArgs&) {
+  return s;
+}
+#endif
+constexpr bool kPairInO = kBlockN == kHeadDim;  // a consumer's pair rows are its O rows
+static_assert(!kPairStaged || kBlockN % 16 == 0, "pair rows are copied 16 keys a lane-pair");
+template <bool kOwnTile>
+struct PairTile {  // kBlockM rows of kBlockN 16-bit values, laid out as O's staging
+  alignas(1024) uint16_t data[kBlockM * kBlockN];
+  __device__ __forceinline__ uint32_t base() const { return smem_addr(data); }
+};
+template <>
+struct PairTile<false> {
+  __device__ __forceinline__ uint32_t base() const { return 0u; }
+};
+
 template <int kKeyReads>
 struct SharedStorageOf {
   SwizzledTile<kBlockM> q[kQBuffers];
@@ -309,6 +358,7 @@ struct SharedStorageOf {
   int tile_index[kQBuffers];  // the schedule index of the tile in each Q buffer; -1: no more
   int tile_live[kQBuffers];
   StagedKeyRing<kKeyReads> staged_keys;  // key-only mask reads per ring slot
+  PairTile<kPairStaged && !kPairInO> pair;  // pair reads' rows (else in o's rows)
 };
 // Staged only when the key ring fits beside the tiles (+ 1 KB of alignment slack;
 // else mask_mod reads as written).
@@ -745,6 +795,82 @@ __device__ __forceinline__ int key_first_column(int k_base, const FragmentPos& p
   return opaque(k_base + pos.col0);
 }
 
+// Shared-memory address of 16-byte chunk c (keys 8c .. 8c + 7 of a block) of row r of
+// this consumer's pair rows, in O's staging layout: 64-key panels of 128-byte rows,
+// chunks swizzled by the row, so that ldmatrix's eight rows hit distinct banks.
+__device__ __forceinline__ uint32_t pair_chunk_addr(const SharedStorage& sh, int consumer, int r,
+                                                    int c) {
+  const uint32_t base = kPairInO ? sh.o.base() : sh.pair.base();
+  return base + (c / 8) * SwizzledTile<kBlockM>::kPanelBytes +
+         (consumer * kRowsPerConsumer + r) * 128 + (((c % 8) ^ (r % 8)) << 4);
+}
+
+// Copies this warp's 16 rows of the pair read at key block [k_base, k_base + kBlockN)
+// into shared memory (cp.async, one group). Lanes 2m and 2m + 1 take row m's chunks
+// in turn, so each copy instruction reads whole 32-byte sectors. kTail: keys past Sk
+// are zero-filled, not read.
+template <bool kTail>
+__device__ __forceinline__ void stage_pair_rows(const FwdParams& p, const SharedStorage& sh,
+                                                int b, int h, int consumer, int q_base,
+                                                int k_base, int thread) {
+  if constexpr (kPairStaged) {
+    const int lane = thread % 32;
+    const int r = 16 * (thread / 32) + lane / 2;
+    const uint16_t* row = pair_row(b, h, min(q_base + r, p.seqlen_q - 1), p.aux);
+    __syncwarp();  // (the warp's reads of the previous block's rows are done)
+#pragma unroll
+    for (int i = 0; i < kBlockN / 16; ++i) {
+      const int c = 2 * i + lane % 2;
+      const int k = k_base + 8 * c;
+      const bool in = !kTail || k < p.seqlen_k;
+      sm80::cp_async_16(pair_chunk_addr(sh, consumer, r, c), row + (in ? k : 0), in);
+    }
+    sm80::cp_async_commit();
+  }
+}
+
+// This thread's pairs of keys of the pair read for a block: pairs[half][j] holds keys
+// k_first + 8j and + 1 (the first in the low half) of row row0 + 8 half, the positions
+// the S accumulator holds. `staged`: from the warp's copy (ldmatrix gives each thread
+// exactly those), else from global memory (a tile's first block).
+using PairWords = uint32_t[2][kBlockN / 8];
+template <bool kStaged, bool kTail>
+__device__ __forceinline__ void pair_words(PairWords& pairs, const FwdParams& p,
+                                           const SharedStorage& sh, int b, int h, int consumer,
+                                           int q_base, int k_base, const FragmentPos& pos,
+                                           int thread) {
+  if constexpr (!kPairStaged) {
+    return;
+  } else if constexpr (kStaged) {
+    sm80::cp_async_wait<0>();
+    __syncwarp();  // (every lane's copies are in)
+    const int lane = thread % 32;
+    const int r = 16 * (thread / 32) + 8 * ((lane / 8) % 2) + lane % 8;
+#pragma unroll
+    for (int c = 0; c < kBlockN / 8; c += 2) {
+      uint32_t m[4];
+      sm80::ldmatrix_x4(m, pair_chunk_addr(sh, consumer, r, c + lane / 16));
+      pairs[0][c] = m[0];
+      pairs[1][c] = m[1];
+      pairs[0][c + 1] = m[2];
+      pairs[1][c + 1] = m[3];
+    }
+  } else {
+    const int k_first = key_first_column(k_base, pos);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint16_t* row =
+          pair_row(b, h, min(q_base + pos.row0 + 8 * half, p.seqlen_q - 1), p.aux);
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        // (k_first is even and rows 16-byte aligned: each pair is one aligned word)
+        const int k = kTail ? min(k_first + 8 * j, p.seqlen_k - 1) & ~1 : k_first + 8 * j;
+        pairs[half][j] = *reinterpret_cast<const uint32_t*>(row + k);
+      }
+    }
+  }
+}
+
 // The same, read afresh from %tid.x where a tile-level step uses it where P alternates
 // (kAlternatingP): ptxas then recomputes it there (a few instructions a tile) instead
 // of holding it across the steady loop, where it spilled.
@@ -957,7 +1083,7 @@ template <bool kMasked, bool kTail, bool kSigmoidInput>
 __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdParams& p, int b,
                                                  int h, int q_base, int k_base,
                                                  const FragmentPos& pos, const MaskBits& bits,
-                                                 float sigmoid_m) {
+                                                 float sigmoid_m, const PairWords& pairs) {
   static_assert(!kSigmoidInput || (kSigmoidOneSfu && !kMasked), "sigmoid inputs: unmasked blocks");
   const float scale_in = p.scale * kScoreIn;  // (p.scale without an affine score_mod)
   const float exponent_scale = -p.scale * kSigmoidScoreIn * kLog2e;  // (sigmoid exponents)
@@ -984,6 +1110,9 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         } else {
           if constexpr (kScoreAffine) {
             x = score_core(x * scale_in, b, h, qc, kc, p.aux);
+          } else if constexpr (kPairStaged) {
+            const uint32_t w = pairs[half][j];
+            x = score_mod_paired(x * p.scale, b, h, qc, kc, e ? w >> 16 : w & 0xffffu, p.aux);
           } else if constexpr (hooks::kHasScoreMod) {
             x = hooks::score_mod(x * p.scale, b, h, qc, kc, p.aux);
           }
@@ -1383,14 +1512,19 @@ __device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
 }
 
 // kSigmoidInput: s gets sigmoid_weights' inputs for `sigmoid_form` (one-SFU sigmoid).
-template <bool kMasked, bool kTail, bool kSigmoidInput = false>
+// kPairsStaged: the pair read's rows were staged for this block (stage_pair_rows).
+template <bool kMasked, bool kTail, bool kPairsStaged, bool kSigmoidInput = false>
 __device__ __forceinline__ void block_logits(float (&s)[kSAcc], const FwdParams& p,
-                                             const Tile& tile, int n, int q_base,
-                                             const FragmentPos& pos, const MaskBits& bits,
+                                             const SharedStorage& sh, const Tile& tile, int n,
+                                             int consumer, int q_base, const FragmentPos& pos,
+                                             int thread, const MaskBits& bits,
                                              int sigmoid_form = kSigmoidExact) {
+  PairWords pairs;
+  pair_words<kPairsStaged, kTail>(pairs, p, sh, tile.b, tile.h, consumer, q_base, n * kBlockN,
+                                  fragment_pos_at_use(pos), thread);
   scores_to_logits<kMasked || kTail, kTail, kSigmoidInput>(
       s, p, tile.b, tile.h, q_base, n * kBlockN, fragment_pos_at_use(pos), bits,
-      sigmoid_input_scale(sigmoid_form));
+      sigmoid_input_scale(sigmoid_form), pairs);
 }
 
 // Loads this consumer's staged query-only reads for its two rows of a tile.
@@ -1597,13 +1731,20 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
                            pos, first.all_masked, rows);
         // (the ring slot holds the staged keys the mask read until here)
         release(&sh.k_empty[slot.index], thread);
-        block_logits<kM, kT>(s, p, cur.tile, BlockInfo::index(info), q_base, pos, bits);
+        block_logits<kM, kT, false>(s, p, sh, cur.tile, BlockInfo::index(info), consumer, q_base,
+                                    pos, thread, bits);
       });
       if constexpr (kSoftmax) {
         float rescale[2];
         online_softmax(s, st, to_log2, rescale);
       }
       probs_to_fragments(s, pf);
+      if constexpr (kPairStaged && kPairInO) {
+        // The steady blocks stage pair rows in O's rows: free once the previous
+        // tile's store has read them (long since, by now).
+        if (thread == 0) tma_store_wait_read();
+        named_barrier_sync(kEpilogueBarrier + consumer, 128);
+      }
       pv = slot;
       slot.advance();
       trace.stamp(kTraceFirst);
@@ -1625,6 +1766,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             kPlainSteady ? BlockClass{false, false, false} : classify(p, info, consumer, q_base);
         with_block_class(cls, [&](auto masked, auto tail) {
           constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
+          stage_pair_rows<kT>(p, sh, cur.tile.b, cur.tile.h, consumer, q_base, n * kBlockN,
+                              thread);
           // An index-only mask first, while S holds nothing live (its product is not
           // issued yet): its arithmetic then has S's registers. One that reads aux
           // waits for S (loads issued here were measured to spill more).
@@ -1651,7 +1794,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           // (one-SFU sigmoid weights in unmasked steady blocks only: each instance of
           // the three forms grows the kernel, and short tiles then paid in fetch)
           constexpr bool kSigmoidIn = kSigmoidOneSfu && !kM && !kT;
-          block_logits<kM, kT, kSigmoidIn>(s, p, cur.tile, n, q_base, pos, bits, sigmoid_form);
+          block_logits<kM, kT, true, kSigmoidIn>(s, p, sh, cur.tile, n, consumer, q_base, pos,
+                                                 thread, bits, sigmoid_form);
           // P into pn while the previous PV product still reads p_prev: the one-SFU
           // sigmoid weights, or the exponentials at the current max where the row sums
           // allow it.
