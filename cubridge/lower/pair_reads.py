@@ -88,12 +88,15 @@ def render_pair_hooks(score: Node | None, slots: Mapping[str, int],
 
 def aligned_pair_rows(t: torch.Tensor) -> torch.Tensor:
     """`t` itself where its rows (every index but the last) start on 16-byte
-    boundaries with a contiguous last dim, else a copy whose rows are padded to
-    that (a view of the same shape): the kernel copies them 16 bytes at a time."""
+    boundaries and hold a whole number of 16-byte chunks (a contiguous last dim of a
+    multiple of 8 elements), else a copy whose rows are padded to that (a view of the
+    same shape): the kernel copies and prefetches them 16 bytes at a time, up to the
+    last chunk a row's keys reach."""
     elem = t.element_size()
     rows_ok = all(st % ROW_ALIGN_ELEMENTS == 0
                   for sz, st in zip(t.shape[:-1], t.stride()[:-1], strict=True) if sz > 1)
-    if t.data_ptr() % (ROW_ALIGN_ELEMENTS * elem) == 0 and t.stride(-1) == 1 and rows_ok:
+    if (t.data_ptr() % (ROW_ALIGN_ELEMENTS * elem) == 0 and t.stride(-1) == 1 and rows_ok
+            and t.shape[-1] % ROW_ALIGN_ELEMENTS == 0):
         return t
     n = t.shape[-1]
     padded = torch.empty(*t.shape[:-1], -(-n // ROW_ALIGN_ELEMENTS) * ROW_ALIGN_ELEMENTS,

@@ -79,6 +79,7 @@ def test_aligned_rows_are_passed_as_given():
 def test_unaligned_rows_are_copied_into_padded_rows():
     for t in (torch.randn(2, 3, 5, 300).to(BF16),               # 600-byte rows
               torch.randn(2, 3, 5, 72).to(BF16)[..., 3:67],      # an offset view
+              torch.randn(2, 3, 5, 72).to(BF16)[..., :61],       # rows ending mid-chunk
               torch.randn(2, 3, 64, 5).to(BF16).transpose(-1, -2)):  # keys strided
         out = aligned_pair_rows(t)
         assert torch.equal(out, t) and out.shape == t.shape and out.stride(-1) == 1

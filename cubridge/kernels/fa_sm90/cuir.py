@@ -64,7 +64,12 @@ ones into registers per tile; with them a consumer releases K after masking)
 are the hook's own reads moved, not modelled (the CUDA loads a tile's query-only
 ones before the previous tile's epilogue; where a masked block's staged key values
 change at most once, a header with key runs, kRunIntervals, has its bits set as
-ranges: the same pairs); with a header whose block tables are precomputed
+ranges: the same pairs); score_mod's pair reads (a 16-bit aux at [..., k],
+CUBRIDGE_HOOKS_PAIR_READS) are copied per warp into shared memory by cp.async when
+a steady block's K has landed (into O's staging rows at D = 128) and read back with
+ldmatrix after the wait: the hook's own reads moved, the same values (a tile's first
+block reads them from global memory, as the IR does everywhere); with a header whose
+block tables are precomputed
 (CUBRIDGE_HOOKS_BLOCK_TABLE) and at most 64 key blocks, the CUDA producer walks
 every key block instead of first taking kv_block_range: the same blocks visited,
 EMPTY ones skipped; an index-only mask_mod
