@@ -24,7 +24,12 @@ from cubridge.lower.cuda_render import (
     render_interval,
 )
 from cubridge.lower.key_runs import render_key_runs
-from cubridge.lower.pair_reads import aligned_pair_rows, pair_slot, render_pair_hooks
+from cubridge.lower.pair_reads import (
+    aligned_pair_rows,
+    pair_slots,
+    render_mask_pair_hooks,
+    render_pair_hooks,
+)
 from cubridge.lower.row_interval import render_row_interval
 from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
@@ -50,7 +55,7 @@ class HookHeader:
     text: str
     slots: tuple[AuxSlot, ...]
     plan: HookPlan
-    pair_slot: int | None = None  # score_mod's pair read (pair_reads.py), if any
+    pair_slots: tuple[int, ...] = ()  # the mods' pair reads (pair_reads.py)
 
     def manifest(self) -> dict[str, object]:
         """JSON-able description of the aux slots and the table tiling."""
@@ -84,7 +89,7 @@ class HookHeader:
                                  f"{s.rank}, got {t.dtype} rank {t.dim()}")
             if t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
                 t = t.contiguous()  # the generated reads assume a contiguous last dim
-            if s.slot == self.pair_slot:
+            if s.slot in self.pair_slots:
                 t = aligned_pair_rows(t)  # (staged 16 bytes at a time)
             out.append(t)
         return out
@@ -335,6 +340,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
     parts.append(_function("mask_mod", body))
+    parts += render_mask_pair_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
     parts += render_staged_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
     parts.append(render_row_interval(plan.mask.node if plan.mask else None, slot_of, dtypes))
     parts.append(render_key_runs(plan.mask.node if plan.mask else None, slot_of, dtypes))
@@ -356,4 +362,5 @@ def generate_header(plan: HookPlan) -> HookHeader:
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
     parts.append("}  // namespace cubridge_hooks\n")
     return HookHeader("\n".join(parts), slots, plan,
-                      pair_slot(plan.score.node if plan.score else None, slot_of, dtypes))
+                      pair_slots(plan.score.node if plan.score else None,
+                                 plan.mask.node if plan.mask else None, slot_of, dtypes))

@@ -1,37 +1,61 @@
-"""Pair reads: score_mod's read of a 16-bit aux tensor at [..., k] whose other
-indices depend on (b, h, q) alone, e.g. a dense bias bias[b, h, q, k] kept in
-the model's dtype. A key block of such a read is a [rows x block_n] tile of
-contiguous rows, so a kernel may copy it into shared memory ahead of the block's
-scores (cp.async, 16 bytes a copy) instead of reading every score's value after
-S is ready, where its latency is exposed (docs/hooks.md, "Pair reads").
+"""Pair reads: a hook's read of an aux tensor at [..., k] whose other indices depend
+on (b, h, q) alone: score_mod's 16-bit read (a dense bias[b, h, q, k] kept in the
+model's dtype) and mask_mod's 8-bit read (a dense boolean mask[b, h, q, k], as SDPA
+users hand it). A key block of such a read is a [rows x block_n] tile of contiguous
+rows, so a kernel may copy it into shared memory ahead of the block's scores
+(cp.async, 16 bytes a copy) instead of reading every score's value after S is
+ready, where its latency is exposed (docs/hooks.md, "Pair reads").
 
-This module picks that read and renders the hooks that give its rows
-(`pair_row`) and the score_mod that takes its value as an argument
-(`score_mod_paired`); the plain score_mod stays for kernels that do not stage.
-The launcher keeps the tensor's rows 16-byte aligned (`aligned_pair_rows`).
+This module picks those reads and renders the hooks that give their rows
+(`pair_row`, `mask_pair_row`) and the mods that take the value as an argument
+(`score_mod_paired`, `mask_mod_paired`); the plain mods stay for kernels that do
+not stage. The launcher keeps the tensors' rows 16-byte aligned
+(`aligned_pair_rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
-from cubridge.lower.cuda_render import AUX_C_TYPES, render_body, render_value
+from cubridge.lower.cuda_render import AUX_C_TYPES, C_TYPES, render_body, render_value
 from cubridge.transfer.expr import Node, free_vars
 
-# The element types a kernel copies as raw 16-bit patterns.
-PAIR_DTYPES = (torch.bfloat16, torch.float16)
-# Elements a 16-byte copy moves: a pair read's rows start on such a boundary.
-ROW_ALIGN_ELEMENTS = 8
+# The element types a kernel copies as raw patterns, per hook.
+SCORE_PAIR_DTYPES = (torch.bfloat16, torch.float16)
+MASK_PAIR_DTYPES = (torch.bool, torch.uint8, torch.int8)
+CHUNK_BYTES = 16  # one copy: a pair read's rows start and end on such a boundary
 
 
-def pair_read(score: Node | None, aux_dtypes: Mapping[str, torch.dtype]) -> Node | None:
-    """The first aux read of `score` that is a pair read, or None."""
-    if score is None:
+@dataclass(frozen=True)
+class PairHooks:
+    """How one hook's pair read is spelled in the header."""
+
+    macro: str        # CUBRIDGE_HOOKS_..._PAIR_READS
+    count: str        # kPairReads / kMaskPairReads
+    row: str          # pair_row / mask_pair_row
+    elem: str         # the row pointer's element type
+    paired: str       # the hook's signature with the read's pattern as `pair`
+    plain_return: str  # what the paired hook returns where there is no read
+
+
+SCORE = PairHooks("CUBRIDGE_HOOKS_PAIR_READS", "kPairReads", "pair_row", "uint16_t",
+                  "float score_mod_paired(float s, int b, int h, int q, int k, uint32_t pair, "
+                  "const AuxArgs& aux)", "s")
+MASK = PairHooks("CUBRIDGE_HOOKS_MASK_PAIR_READS", "kMaskPairReads", "mask_pair_row", "uint8_t",
+                 "bool mask_mod_paired(int b, int h, int q, int k, uint32_t pair, "
+                 "const AuxArgs& aux)", "true")
+
+
+def pair_read(expr: Node | None, aux_dtypes: Mapping[str, torch.dtype],
+              dtypes: tuple[torch.dtype, ...] = SCORE_PAIR_DTYPES) -> Node | None:
+    """The first aux read of `expr` of one of `dtypes` that is a pair read, or None."""
+    if expr is None:
         return None
-    for n in score.walk():
-        if n.op != "aux_load" or len(n.args) < 2 or aux_dtypes.get(n.arg) not in PAIR_DTYPES:
+    for n in expr.walk():
+        if n.op != "aux_load" or len(n.args) < 2 or aux_dtypes.get(n.arg) not in dtypes:
             continue
         last = n.args[-1]
         rows = set().union(*(free_vars(a) for a in n.args[:-1]))
@@ -40,66 +64,78 @@ def pair_read(score: Node | None, aux_dtypes: Mapping[str, torch.dtype]) -> Node
     return None
 
 
-def pair_slot(score: Node | None, slots: Mapping[str, int],
-              aux_dtypes: Mapping[str, torch.dtype]) -> int | None:
-    """The AuxArgs slot of score's pair read, or None."""
-    n = pair_read(score, aux_dtypes)
-    return None if n is None else slots[n.arg]  # type: ignore[index]
+def pair_slots(score: Node | None, mask: Node | None, slots: Mapping[str, int],
+               aux_dtypes: Mapping[str, torch.dtype]) -> tuple[int, ...]:
+    """The AuxArgs slots of the mods' pair reads."""
+    reads = (pair_read(score, aux_dtypes, SCORE_PAIR_DTYPES),
+             pair_read(mask, aux_dtypes, MASK_PAIR_DTYPES))
+    return tuple(sorted({slots[n.arg] for n in reads if n is not None}))  # type: ignore[index]
+
+
+def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mapping[str, int],
+            aux_dtypes: Mapping[str, torch.dtype], **render: bool) -> list[str]:
+    head = [f"#define {hook.macro} 1  // ({hook.count}, {hook.row}, "
+            f"{hook.paired.split('(')[0].split()[-1]})",
+            f"constexpr int {hook.count} = {0 if node is None else 1};"]
+    signature = (f"CUBRIDGE_HD const {hook.elem}* {hook.row}(int b, int h, int q, "
+                 "const AuxArgs& aux)")
+    paired_unused = "  (void)b; (void)h; (void)q; (void)k; (void)pair; (void)aux;" + \
+        (" (void)s;" if hook is SCORE else "")
+    if node is None or expr is None:
+        return [*head, f"{signature} {{", "  (void)b; (void)h; (void)q; (void)aux;",
+                "  return nullptr;", "}", "",
+                f"CUBRIDGE_HD {hook.paired} {{", paired_unused,
+                f"  return {hook.plain_return};", "}", ""]
+    slot = slots[node.arg]  # type: ignore[index]
+    load_t = AUX_C_TYPES[aux_dtypes[node.arg]]  # type: ignore[index]
+    offset = " + ".join(f"static_cast<int64_t>({render_value(a, slots, aux_dtypes)}) * "
+                        f"aux.t[{slot}].stride[{d}]" for d, a in enumerate(node.args[:-1]))
+    c_type = C_TYPES[node.dtype]
+    value = (f"cubridge::widen16<{load_t}>(pair)" if hook is SCORE
+             else f"static_cast<{load_t}>(pair)" if load_t == c_type
+             else f"static_cast<{c_type}>(static_cast<{load_t}>(pair))")
+    body = render_body(expr, slots, aux_dtypes, pre_bound={node: value}, **render)
+    return [*head, f"// (slot {slot}: {node!r})", f"{signature} {{",
+            "  (void)b; (void)h; (void)q;",
+            f"  return static_cast<const {hook.elem}*>(aux.t[{slot}].data) + ({offset});",
+            "}", "", f"CUBRIDGE_HD {hook.paired} {{", paired_unused, *body, "}", ""]
 
 
 def render_pair_hooks(score: Node | None, slots: Mapping[str, int],
                       aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
     """kPairReads, pair_row and score_mod_paired (CUBRIDGE_HOOKS_PAIR_READS)."""
-    n = pair_read(score, aux_dtypes)
-    head = ["// score_mod's read of a 16-bit aux tensor at [..., k] with the other indices",
-            "// of (b, h, q): a kernel may stage its key block's rows (pair_row: the",
-            "// element at k = 0, rows 16-byte aligned by the launcher) and pass each",
-            "// score's 16-bit pattern to score_mod_paired (docs/hooks.md, \"Pair reads\").",
-            "#define CUBRIDGE_HOOKS_PAIR_READS 1  // (kPairReads, pair_row, score_mod_paired)",
-            f"constexpr int kPairReads = {0 if n is None else 1};"]
-    paired = "CUBRIDGE_HD float score_mod_paired(float s, int b, int h, int q, int k, " \
-             "uint32_t pair, const AuxArgs& aux) {"
-    unused = "  (void)s; (void)b; (void)h; (void)q; (void)k; (void)pair; (void)aux;"
-    if n is None or score is None:
-        return [*head,
-                "CUBRIDGE_HD const uint16_t* pair_row(int b, int h, int q, const AuxArgs& aux) {",
-                "  (void)b; (void)h; (void)q; (void)aux;",
-                "  return nullptr;",
-                "}",
-                "",
-                paired, unused, "  return s;", "}", ""]
-    slot = slots[n.arg]  # type: ignore[index]
-    load_t = AUX_C_TYPES[aux_dtypes[n.arg]]  # type: ignore[index]
-    rank = len(n.args)
-    idx = [render_value(a, slots, aux_dtypes) for a in n.args[:-1]]
-    offset = " + ".join(f"static_cast<int64_t>({i}) * aux.t[{slot}].stride[{d}]"
-                        for d, i in enumerate(idx))
-    body = render_body(score, slots, aux_dtypes, fast=True, contiguous_aux=True,
-                       pre_bound={n: f"cubridge::widen16<{load_t}>(pair)"})
-    return [*head,
-            f"// (slot {slot}, rank {rank}: {n!r})",
-            "CUBRIDGE_HD const uint16_t* pair_row(int b, int h, int q, const AuxArgs& aux) {",
-            "  (void)b; (void)h; (void)q;",
-            f"  return static_cast<const uint16_t*>(aux.t[{slot}].data) + ({offset});",
-            "}",
-            "",
-            paired, unused, *body, "}", ""]
+    comment = ["// score_mod's read of a 16-bit aux tensor at [..., k] with the other indices",
+               "// of (b, h, q): a kernel may stage its key block's rows (pair_row: the",
+               "// element at k = 0, rows 16-byte aligned by the launcher) and pass each",
+               "// score's 16-bit pattern to score_mod_paired (docs/hooks.md, \"Pair reads\")."]
+    node = pair_read(score, aux_dtypes, SCORE_PAIR_DTYPES)
+    return [*comment, *_render(SCORE, score, node, slots, aux_dtypes, fast=True,
+                               contiguous_aux=True)]
+
+
+def render_mask_pair_hooks(mask: Node | None, slots: Mapping[str, int],
+                           aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
+    """kMaskPairReads, mask_pair_row and mask_mod_paired (CUBRIDGE_HOOKS_MASK_PAIR_READS)."""
+    comment = ["// mask_mod's read of an 8-bit aux tensor (bool, uint8, int8) at [..., k] with",
+               "// the other indices of (b, h, q): a kernel may stage its key block's rows",
+               "// (mask_pair_row) and pass each pair's byte to mask_mod_paired (docs/hooks.md)."]
+    node = pair_read(mask, aux_dtypes, MASK_PAIR_DTYPES)
+    return [*comment, *_render(MASK, mask, node, slots, aux_dtypes)]
 
 
 def aligned_pair_rows(t: torch.Tensor) -> torch.Tensor:
     """`t` itself where its rows (every index but the last) start on 16-byte
-    boundaries and hold a whole number of 16-byte chunks (a contiguous last dim of a
-    multiple of 8 elements), else a copy whose rows are padded to that (a view of the
-    same shape): the kernel copies and prefetches them 16 bytes at a time, up to the
-    last chunk a row's keys reach."""
-    elem = t.element_size()
-    rows_ok = all(st % ROW_ALIGN_ELEMENTS == 0
+    boundaries and hold a whole number of 16-byte chunks (a contiguous last dim),
+    else a copy whose rows are padded to that (a view of the same shape): the
+    kernel copies them 16 bytes at a time, up to the last chunk a row's keys reach."""
+    per_chunk = CHUNK_BYTES // t.element_size()
+    rows_ok = all(st % per_chunk == 0
                   for sz, st in zip(t.shape[:-1], t.stride()[:-1], strict=True) if sz > 1)
-    if (t.data_ptr() % (ROW_ALIGN_ELEMENTS * elem) == 0 and t.stride(-1) == 1 and rows_ok
-            and t.shape[-1] % ROW_ALIGN_ELEMENTS == 0):
+    if (t.data_ptr() % CHUNK_BYTES == 0 and t.stride(-1) == 1 and rows_ok
+            and t.shape[-1] % per_chunk == 0):
         return t
     n = t.shape[-1]
-    padded = torch.empty(*t.shape[:-1], -(-n // ROW_ALIGN_ELEMENTS) * ROW_ALIGN_ELEMENTS,
+    padded = torch.empty(*t.shape[:-1], -(-n // per_chunk) * per_chunk,
                          dtype=t.dtype, device=t.device)
     padded[..., :n].copy_(t)
     return padded[..., :n]

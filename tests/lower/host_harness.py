@@ -125,6 +125,8 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   s += kRowIntervals > 0 ? static_cast<float>(row_interval(0, 0, 0, q, aux).hi) : 0.0f;
   s += kPairReads > 0 ? score_mod_paired(out[0], 0, 0, q, k, pair_row(0, 0, q, aux)[k], aux)
                       : 0.0f;
+  s += kMaskPairReads > 0 && mask_mod_paired(0, 0, q, k, mask_pair_row(0, 0, q, aux)[k], aux)
+           ? 1.0f : 0.0f;
 {affine}  const uint32_t row_vals[4] = {{row_staged(0, 0, 0, q, aux), row_staged(1, 0, 0, q, aux)}};
   const uint32_t key_vals[4] = {{key_staged(0, 0, 0, k, aux), key_staged(1, 0, 0, k, aux)}};
   s += mask_mod_staged(0, 0, q, k, cubridge::Staged{{row_vals, 1}},

@@ -126,10 +126,11 @@ def test_key_run_masks_compute_the_spec_for_every_run_pattern(name, pattern):
 
 
 # Pair reads (cubridge/lower/pair_reads.py): fa_sm90 stages a dense 16-bit bias's rows
-# per key block by cp.async (a tile's first block reads them from global memory) in
-# O's staging rows at D = 128 and a tile of their own at D = 64. The bias as a model
-# may hand it: contiguous with rows on 16-byte boundaries (Sk % 8 == 0) or not (the
-# launcher then pads a copy), a view at an odd offset, broadcast over the batch.
+# (a dense bool mask's, in masked blocks) per key block by cp.async (a tile's first
+# block reads them from global memory) in O's staging rows at D = 128 and a tile of
+# their own at D = 64 (the mask: O's rows at both). The tensor as a model may hand it:
+# contiguous with rows on 16-byte boundaries or not (the launcher then pads a copy), a
+# view at an odd offset, broadcast over the batch.
 PAIR_SHAPES = [Shape(2, 8, 2, 700, 1024, 128), Shape(1, 4, 4, 300, 256, 64),
                Shape(2, 4, 1, 333, 517, 128), Shape(1, 8, 8, 1100, 1100, 64)]
 PAIR_LAYOUTS = {
@@ -139,20 +140,25 @@ PAIR_LAYOUTS = {
 }
 
 
+# (graph_mask: a dense bool adjacency, mask_mod's pair read; its rows align at 16 keys)
+PAIR_READS = {"pair_bias": "bias", "graph_mask": "adjacency"}
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("layout", sorted(PAIR_LAYOUTS))
-def test_pair_reads_compute_the_spec_for_every_bias_layout(layout):
+@pytest.mark.parametrize("name", sorted(PAIR_READS))
+def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
     import dataclasses
 
     from cubridge.verify import verify
 
     if not _runs_here("fa_sm90"):
         pytest.skip("fa_sm90 does not run on this GPU")
-    spec = SPECS["pair_bias"]
+    spec, read = SPECS[name], PAIR_READS[name]
 
     def make_aux(shape, generator, device):
         aux = spec.make_aux(shape, generator, device)
-        return {**aux, "bias": PAIR_LAYOUTS[layout](aux["bias"])}
+        return {**aux, read: PAIR_LAYOUTS[layout](aux[read])}
 
     report = verify(dataclasses.replace(spec, make_aux=make_aux), _impl(spec, "fa_sm90"),
                     device="cuda", dtypes=[torch.bfloat16, torch.float16], shapes=PAIR_SHAPES,

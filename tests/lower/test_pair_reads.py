@@ -14,12 +14,13 @@ from hook_variants import VARIANTS, make_spec
 
 from cubridge.attention import Shape
 from cubridge.lower.hook_header import generate_header
-from cubridge.lower.pair_reads import aligned_pair_rows, pair_read
+from cubridge.lower.pair_reads import MASK_PAIR_DTYPES, aligned_pair_rows, pair_read
 from cubridge.spec import load
 from cubridge.transfer.hooks import plan_hooks
 
 BF16 = torch.bfloat16
-PAIR_BIAS = Path(__file__).resolve().parents[2] / "examples" / "specs" / "pair_bias.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
+PAIR_BIAS = EXAMPLES / "pair_bias.py"
 
 
 def load_pair_bias():
@@ -29,6 +30,12 @@ def load_pair_bias():
 def _picked(score, aux):
     plan = plan_hooks(make_spec("s", None, score), aux)
     node = pair_read(plan.score.node, {a.name: a.dtype for a in plan.aux})
+    return None if node is None else node.arg
+
+
+def _mask_picked(mask, aux):
+    plan = plan_hooks(make_spec("m", mask), aux)
+    node = pair_read(plan.mask.node, {a.name: a.dtype for a in plan.aux}, MASK_PAIR_DTYPES)
     return None if node is None else node.arg
 
 
@@ -90,9 +97,37 @@ def test_unaligned_rows_are_copied_into_padded_rows():
 def test_pack_aux_aligns_the_pair_read_only():
     spec = load_pair_bias()
     header = generate_header(plan_hooks(spec))
-    assert header.pair_slot == 0
+    assert header.pair_slots == (0,)
     shape = Shape(1, 2, 2, 10, 13, 64)
     aux = spec.make_aux(shape, torch.Generator().manual_seed(0), "cpu")
     bias, scale = header.pack_aux(aux, shape, "cpu")
     assert torch.equal(bias, aux["bias"]) and bias.stride()[-2] == 16  # 13 keys -> 16
     assert scale is aux["head_scale"]
+
+
+def test_a_dense_boolean_mask_is_a_mask_pair_read():
+    adj = torch.zeros(2, 1, 8, 8, dtype=torch.bool)
+    assert _mask_picked(lambda b, h, q, k, *, adj: adj[b, 0, q, k], {"adj": adj}) == "adj"
+    u8 = torch.zeros(8, 8, dtype=torch.uint8)
+    assert _mask_picked(lambda b, h, q, k, *, t: (q >= k) & (t[q, k] > 1), {"t": u8}) == "t"
+    # 16-bit or wider masks' reads, and reads at the key alone, stay as they are
+    i32 = torch.zeros(8, 8, dtype=torch.int32)
+    assert _mask_picked(lambda b, h, q, k, *, t: t[q, k] > 0, {"t": i32}) is None
+    assert _mask_picked(lambda b, h, q, k, *, t: t[0, k] > 0, {"t": u8}) is None
+    text = generate_header(plan_hooks(load(EXAMPLES / "graph_mask.py"))).text
+    assert "#define CUBRIDGE_HOOKS_MASK_PAIR_READS 1" in text
+    assert "constexpr int kMaskPairReads = 1;" in text
+    paired = text[text.index("bool mask_mod_paired("):]
+    paired = paired[:paired.index("\n}")]
+    assert "static_cast<bool>(pair)" in paired and "aux_load" not in paired
+    # a header without one keeps the names (and the score's pair read is separate)
+    bias = generate_header(plan_hooks(load_pair_bias())).text
+    assert "constexpr int kMaskPairReads = 0;" in bias and "constexpr int kPairReads = 1;" in bias
+
+
+def test_byte_rows_align_to_sixteen_elements():
+    ok = torch.zeros(2, 1, 4, 1024, dtype=torch.bool)
+    assert aligned_pair_rows(ok) is ok
+    odd = torch.rand(2, 1, 4, 1000) < 0.5  # 1000 keys: rows of 62.5 chunks
+    out = aligned_pair_rows(odd)
+    assert torch.equal(out, odd) and out.stride()[-2] == 1008 and out.data_ptr() % 16 == 0

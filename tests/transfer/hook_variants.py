@@ -99,6 +99,11 @@ def half_precision_reads(score, b, h, q, k, *, gate16, bias16):
     return score + gate16[k] * bias16[h, q, k]
 
 
+def pair_masks(b, h, q, k, *, links, links8):
+    # (the bool read is the mask's pair read; the int8 one stays a load)
+    return (q >= k) & links[b, q, k] | (links8[h, q, k] > 0) & (k < 8)
+
+
 def half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """fp16 gates and a bf16 bias with the values their widening must keep exactly:
     subnormals, signed zero, the largest fp16, negatives (masked off)."""
@@ -133,6 +138,8 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[st
         "rel_bias": torch.randn(shape.hq, 2 * s - 1, generator=gen),
         "log_s": torch.tensor(math.log(s), dtype=torch.float32),
         **half_precision_aux(s, shape.hq, gen),
+        "links": torch.rand(bsz, s, s, generator=gen) < 0.5,
+        "links8": torch.randint(-2, 3, (shape.hq, s, s), generator=gen).to(torch.int8),
     }
     return {n: t.to(device) for n, t in aux.items()}
 
@@ -207,5 +214,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("kitchen_sink", floor_mod_mask, kitchen_sink_score),
         make_spec("dilated_window", dilated_window),
         make_spec("half_precision_reads", half_gate, half_precision_reads),
+        make_spec("pair_masks", pair_masks),
     ]
 }

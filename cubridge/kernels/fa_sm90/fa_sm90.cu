@@ -798,34 +798,44 @@ __device__ __forceinline__ int key_first_column(int k_base, const FragmentPos& p
 // Shared-memory address of 16-byte chunk c (keys 8c .. 8c + 7 of a block) of row r of
 // this consumer's pair rows, in O's staging layout: 64-key panels of 128-byte rows,
 // chunks swizzled by the row, so that ldmatrix's eight rows hit distinct banks.
-__device__ __forceinline__ uint32_t pair_chunk_addr(const SharedStorage& sh, int consumer, int r,
-                                                    int c) {
-  const uint32_t base = kPairInO ? sh.o.base() : sh.pair.base();
+// `base`: O's staging tile, or the pair tile (pair_rows_base).
+__device__ __forceinline__ uint32_t pair_chunk_addr(uint32_t base, int consumer, int r, int c) {
   return base + (c / 8) * SwizzledTile<kBlockM>::kPanelBytes +
          (consumer * kRowsPerConsumer + r) * 128 + (((c % 8) ^ (r % 8)) << 4);
+}
+__device__ __forceinline__ uint32_t pair_rows_base(const SharedStorage& sh) {
+  return kPairInO ? sh.o.base() : sh.pair.base();
 }
 
 // Copies this warp's 16 rows of the pair read at key block [k_base, k_base + kBlockN)
 // into shared memory (cp.async, one group). Lanes 2m and 2m + 1 take row m's chunks
 // in turn, so each copy instruction reads whole 32-byte sectors. kTail: keys past Sk
 // are zero-filled, not read.
+// (row: the warp's row r of the read, at k = 0; E: its element type)
+template <bool kTail, typename E>
+__device__ __forceinline__ void stage_rows(const FwdParams& p, uint32_t base, const E* row,
+                                           int consumer, int r, int k_base, int lane) {
+  constexpr int kChunkKeys = 16 / static_cast<int>(sizeof(E));
+  static_assert(kBlockN % (2 * kChunkKeys) == 0, "rows are copied in pairs of chunks");
+  __syncwarp();  // (the warp's reads of the previous block's rows are done)
+#pragma unroll
+  for (int i = 0; i < kBlockN / kChunkKeys / 2; ++i) {
+    const int c = 2 * i + lane % 2;
+    const int k = k_base + kChunkKeys * c;
+    const bool in = !kTail || k < p.seqlen_k;
+    sm80::cp_async_16(pair_chunk_addr(base, consumer, r, c), row + (in ? k : 0), in);
+  }
+  sm80::cp_async_commit();
+}
+
 template <bool kTail>
 __device__ __forceinline__ void stage_pair_rows(const FwdParams& p, const SharedStorage& sh,
                                                 int b, int h, int consumer, int q_base,
                                                 int k_base, int thread) {
   if constexpr (kPairStaged) {
-    const int lane = thread % 32;
-    const int r = 16 * (thread / 32) + lane / 2;
+    const int r = 16 * (thread / 32) + (thread % 32) / 2;
     const uint16_t* row = pair_row(b, h, min(q_base + r, p.seqlen_q - 1), p.aux);
-    __syncwarp();  // (the warp's reads of the previous block's rows are done)
-#pragma unroll
-    for (int i = 0; i < kBlockN / 16; ++i) {
-      const int c = 2 * i + lane % 2;
-      const int k = k_base + 8 * c;
-      const bool in = !kTail || k < p.seqlen_k;
-      sm80::cp_async_16(pair_chunk_addr(sh, consumer, r, c), row + (in ? k : 0), in);
-    }
-    sm80::cp_async_commit();
+    stage_rows<kTail>(p, pair_rows_base(sh), row, consumer, r, k_base, thread % 32);
   }
 }
 
@@ -849,7 +859,7 @@ __device__ __forceinline__ void pair_words(PairWords& pairs, const FwdParams& p,
 #pragma unroll
     for (int c = 0; c < kBlockN / 8; c += 2) {
       uint32_t m[4];
-      sm80::ldmatrix_x4(m, pair_chunk_addr(sh, consumer, r, c + lane / 16));
+      sm80::ldmatrix_x4(m, pair_chunk_addr(pair_rows_base(sh), consumer, r, c + lane / 16));
       pairs[0][c] = m[0];
       pairs[1][c] = m[1];
       pairs[0][c + 1] = m[2];
@@ -959,6 +969,46 @@ __device__ __forceinline__ bool key_value_mask(int, int, int, Staged, Staged, co
 }
 #endif
 
+// Mask pair reads (docs/hooks.md): mask_mod's read of an 8-bit tensor at [..., k] with
+// its other indices of (b, h, q), such as a dense boolean mask[b, 0, q, k]. A masked
+// steady block's bytes are staged as pair reads are (each warp its 16 rows, cp.async,
+// in O's staging rows: 8 KB a consumer at any head dim) and read back two keys a load
+// for mask_mod_paired; a tile's first block calls mask_mod. Not where the mask has
+// other staged reads, row intervals or key runs, nor beside a staged score pair read.
+#ifdef CUBRIDGE_HOOKS_MASK_PAIR_READS
+constexpr bool kMaskPairStaged = CUBRIDGE_PAIR_STAGED && hooks::kMaskPairReads > 0 &&
+                                 hooks::kHasMaskMod && !kStagedMask && kRowIntervals == 0 &&
+                                 kRunIntervals == 0 && !kPairStaged;
+__device__ __forceinline__ const uint8_t* mask_pair_row(int b, int h, int q, const AuxArgs& aux) {
+  return hooks::mask_pair_row(b, h, q, aux);
+}
+__device__ __forceinline__ bool mask_mod_paired(int b, int h, int q, int k, uint32_t pair,
+                                                const AuxArgs& aux) {
+  return hooks::mask_mod_paired(b, h, q, k, pair, aux);
+}
+#else
+constexpr bool kMaskPairStaged = false;
+__device__ __forceinline__ const uint8_t* mask_pair_row(int, int, int, const AuxArgs&) {
+  return nullptr;
+}
+__device__ __forceinline__ bool mask_mod_paired(int, int, int, int, uint32_t, const AuxArgs&) {
+  return true;
+}
+#endif
+// (any staging in O's rows: the steady blocks wait once a tile for O's store to read them)
+constexpr bool kStagesInO = (kPairStaged && kPairInO) || kMaskPairStaged;
+
+template <bool kTail>
+__device__ __forceinline__ void stage_mask_rows(const FwdParams& p, const SharedStorage& sh,
+                                                int b, int h, int consumer, int q_base,
+                                                int k_base, int thread) {
+  if constexpr (kMaskPairStaged) {
+    const int r = 16 * (thread / 32) + (thread % 32) / 2;
+    const uint8_t* row = mask_pair_row(b, h, min(q_base + r, p.seqlen_q - 1), p.aux);
+    stage_rows<kTail>(p, sh.o.base(), row, consumer, r, k_base, thread % 32);
+  }
+}
+
 // A key block's runs of equal staged values, found by each warp from the ring slot
 // (lane l compares keys 4l .. 4l + 4): `few` where they change at most once, and
 // then at key `split` (kBlockN: not at all), `first` and `last` being the values of
@@ -990,11 +1040,13 @@ __device__ __forceinline__ KeyRuns key_runs(const uint32_t* keys) {
   return r;
 }
 
-template <bool kTail>
+// kMaskStaged: the block's mask pair read was staged (stage_mask_rows); mask_row0 is
+// the shared address of the thread's first row there.
+template <bool kTail, bool kMaskStaged = false>
 __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, int b, int h,
                                           int q_base, int k_base, const FragmentPos& pos,
                                           bool all_masked, const RowStaged& rows,
-                                          const uint32_t* keys) {
+                                          const uint32_t* keys, uint32_t mask_row0 = 0u) {
   // Column by column, both rows at once: what a mask computes from the key alone
   // is used and dropped, not held for all 32 columns until the second row.
   int q[2], qc[2];
@@ -1048,8 +1100,25 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
     }
   }
   const int k_first = key_first_column(k_base, pos);
+  if constexpr (kMaskStaged) {
+    sm80::cp_async_wait<0>();
+    __syncwarp();  // (every lane's copies are in)
+  }
 #pragma unroll
   for (int j = 0; j < kBlockN / 8; ++j) {
+    // (staged: keys k_first + 8j and + 1 of each row, one 16-bit load; the rows' 16-key
+    // chunks are swizzled by the row as pair_chunk_addr lays them out)
+    uint32_t staged[2] = {0u, 0u};
+    if constexpr (kMaskStaged) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t addr = mask_row0 + half * 8 * 128 +
+                              (((j / 2) ^ (pos.row0 % 8)) << 4) + 8 * (j % 2) + pos.col0;
+        uint16_t v;
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+        staged[half] = v;
+      }
+    }
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int k = k_first + (8 * j + e);
@@ -1059,7 +1128,10 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
         bool allowed = true;
         if constexpr (kTail) allowed = (k < p.seqlen_k) & (q[half] < p.seqlen_q);
         if constexpr (hooks::kHasMaskMod) {
-          if constexpr (kStagedMask) {
+          if constexpr (kMaskStaged) {
+            allowed = allowed & mask_mod_paired(b, h, qc[half], kc,
+                                                (staged[half] >> (8 * e)) & 0xffu, p.aux);
+          } else if constexpr (kStagedMask) {
             allowed = allowed & mask_mod_staged(b, h, qc[half], kc,
                                                 Staged{&rows.v[half][0], 1},
                                                 Staged{keys + (kc - k_base), kBlockN}, p.aux);
@@ -1497,16 +1569,23 @@ __device__ __forceinline__ BlockClass classify(const FwdParams& p, uint32_t info
 }
 
 // The mask bits of key block n for this consumer (masked or tail classes only).
-template <bool kMasked, bool kTail>
+// kMaskStaged: its mask pair read was staged for this block (stage_mask_rows).
+template <bool kMasked, bool kTail, bool kMaskStaged = false>
 __device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
                                            const SharedStorage& sh, const Tile& tile, int n,
                                            int slot, int q_base, const FragmentPos& pos,
-                                           bool all_masked, const RowStaged& rows) {
+                                           bool all_masked, const RowStaged& rows,
+                                           int consumer = 0) {
   if constexpr (kMasked || kTail) {
     const uint32_t* keys = nullptr;
     if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
-    mask_bits<kTail>(bits, p, tile.b, tile.h, q_base, n * kBlockN, fragment_pos_at_use(pos),
-                     all_masked, rows, keys);
+    const FragmentPos at = fragment_pos_at_use(pos);
+    constexpr bool kStaged = kMaskStaged && kMaskPairStaged;
+    // (the thread's first row in O's staging rows, unswizzled: mask_bits swizzles)
+    const uint32_t row0 =
+        kStaged ? sh.o.base() + (consumer * kRowsPerConsumer + at.row0) * 128 : 0u;
+    mask_bits<kTail, kStaged>(bits, p, tile.b, tile.h, q_base, n * kBlockN, at, all_masked,
+                              rows, keys, row0);
     fence_operands(bits);  // computed here, not sunk to where the bits are used
   }
 }
@@ -1739,7 +1818,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         online_softmax(s, st, to_log2, rescale);
       }
       probs_to_fragments(s, pf);
-      if constexpr (kPairStaged && kPairInO) {
+      if constexpr (kStagesInO) {
         // The steady blocks stage pair rows in O's rows: free once the previous
         // tile's store has read them (long since, by now).
         if (thread == 0) tma_store_wait_read();
@@ -1768,6 +1847,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
           stage_pair_rows<kT>(p, sh, cur.tile.b, cur.tile.h, consumer, q_base, n * kBlockN,
                               thread);
+          if constexpr (kM || kT) {
+            stage_mask_rows<kT>(p, sh, cur.tile.b, cur.tile.h, consumer, q_base, n * kBlockN,
+                                thread);
+          }
           // An index-only mask first, while S holds nothing live (its product is not
           // issued yet): its arithmetic then has S's registers. One that reads aux
           // waits for S (loads issued here were measured to spill more).
@@ -1786,8 +1869,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           wgmma_wait<1>();
           fence_operands(s);
           if constexpr (!kMaskIndexOnly) {
-            block_mask<kM, kT>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
-                               cls.all_masked, rows);
+            block_mask<kM, kT, true>(bits, p, sh, cur.tile, n, slot.index, q_base, pos,
+                                     cls.all_masked, rows, consumer);
           }
           // (the ring slot holds the staged keys the mask read until here)
           release(&sh.k_empty[slot.index], thread);
