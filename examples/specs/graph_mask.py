@@ -1,5 +1,6 @@
 """Attention over a graph given as a dense boolean adjacency, the mask tensor a model
-builds from its data and hands SDPA as attn_mask: [B, 1, Sq, Sk], shared by the heads.
+builds from its data: [B, Sq, Sk], shared by the heads (SDPA takes it as attn_mask
+[B, 1, Sq, Sk]; indexed without the head's constant 0, Flex FLASH runs it too).
 Here each query is linked to itself and to a random half of the keys at most 1024
 positions before it (a local causal graph: whole key blocks outside the band are
 empty, every block inside it mixed)."""
@@ -10,11 +11,11 @@ from cubridge.attention import LLAMA2_7B, QWEN25_72B
 from cubridge.spec.helpers import expand_kv, scaled_scores, softmax_attention
 
 NAME = "graph_mask"
-DESCRIPTION = "adjacency[b, 0, q, k]: a dense bool mask (a causal band of 1024, half the links)"
+DESCRIPTION = "adjacency[b, q, k]: a dense bool mask (a causal band of 1024, half the links)"
 CONFIGS = [LLAMA2_7B, QWEN25_72B]
 SEQ_LENS = [1024, 2048, 4096]
 DTYPES = ["bf16", "fp16"]
-AUX_SHAPES = {"adjacency": ("B", 1, "Sq", "Sk")}
+AUX_SHAPES = {"adjacency": ("B", "Sq", "Sk")}
 BAND = 1024
 
 
@@ -22,14 +23,14 @@ def make_aux(shape, generator, device):
     q = torch.arange(shape.sq)[:, None]
     k = torch.arange(shape.sk)[None, :]
     band = (q - k >= 0) & (q - k < BAND)
-    links = torch.rand(shape.b, 1, shape.sq, shape.sk, generator=generator) < 0.5
+    links = torch.rand(shape.b, shape.sq, shape.sk, generator=generator) < 0.5
     return {"adjacency": ((links & band) | (q == k)).to(device)}
 
 
 def reference(q, k, v, adjacency):
     k, v = expand_kv(q, k, v)
-    return softmax_attention(scaled_scores(q, k), adjacency, v)
+    return softmax_attention(scaled_scores(q, k), adjacency[:, None], v)
 
 
 def mask_mod(b, h, q_idx, kv_idx, *, adjacency):
-    return adjacency[b, 0, q_idx, kv_idx]
+    return adjacency[b, q_idx, kv_idx]
