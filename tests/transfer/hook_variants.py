@@ -104,6 +104,12 @@ def pair_masks(b, h, q, k, *, links, links8):
     return (q >= k) & links[b, q, k] | (links8[h, q, k] > 0) & (k < 8)
 
 
+def pair_mask_aux(s: int, hq: int, bsz: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """pair_masks' tensors: a bool mask per batch row and an int8 one per head."""
+    return {"links": torch.rand(bsz, s, s, generator=gen) < 0.5,
+            "links8": torch.randint(-2, 3, (hq, s, s), generator=gen).to(torch.int8)}
+
+
 def half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """fp16 gates and a bf16 bias with the values their widening must keep exactly:
     subnormals, signed zero, the largest fp16, negatives (masked off)."""
@@ -138,8 +144,7 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[st
         "rel_bias": torch.randn(shape.hq, 2 * s - 1, generator=gen),
         "log_s": torch.tensor(math.log(s), dtype=torch.float32),
         **half_precision_aux(s, shape.hq, gen),
-        "links": torch.rand(bsz, s, s, generator=gen) < 0.5,
-        "links8": torch.randint(-2, 3, (shape.hq, s, s), generator=gen).to(torch.int8),
+        **pair_mask_aux(s, shape.hq, bsz, gen),
     }
     return {n: t.to(device) for n, t in aux.items()}
 

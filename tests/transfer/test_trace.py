@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from hook_variants import VARIANTS, half_precision_aux
+from hook_variants import VARIANTS, half_precision_aux, pair_mask_aux
 
 from cubridge.transfer import expr
 from cubridge.transfer.expr import DType
@@ -34,6 +34,7 @@ def _aux():
         "rel_bias": torch.randn(H, SQ + SK - 1, generator=g),
         "log_s": torch.tensor(math.log(SK), dtype=torch.float32),
         **half_precision_aux(max(SQ, SK), H, g),
+        **pair_mask_aux(max(SQ, SK), H, B, g),
     }
 
 
