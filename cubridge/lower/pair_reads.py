@@ -33,20 +33,25 @@ CHUNK_BYTES = 16  # one copy: a pair read's rows start and end on such a boundar
 class PairHooks:
     """How one hook's pair read is spelled in the header."""
 
-    macro: str        # CUBRIDGE_HOOKS_..._PAIR_READS
-    count: str        # kPairReads / kMaskPairReads
-    row: str          # pair_row / mask_pair_row
-    elem: str         # the row pointer's element type
-    paired: str       # the hook's signature with the read's pattern as `pair`
-    plain_return: str  # what the paired hook returns where there is no read
+    macro: str         # CUBRIDGE_HOOKS_..._PAIR_READS
+    count: str         # kPairReads / kMaskPairReads
+    row: str           # pair_row / mask_pair_row
+    elem: str          # the row pointer's element type
+    paired: str        # score_mod_paired / mask_mod_paired: the read's pattern as `pair`
+    returns: str       # its return type
+    score_arg: bool    # whether it takes the score `s` first
+    plain_return: str  # what it returns where there is no read
+
+    def paired_signature(self) -> str:
+        s = "float s, " if self.score_arg else ""
+        return (f"{self.returns} {self.paired}({s}int b, int h, int q, int k, uint32_t pair, "
+                "const AuxArgs& aux)")
 
 
 SCORE = PairHooks("CUBRIDGE_HOOKS_PAIR_READS", "kPairReads", "pair_row", "uint16_t",
-                  "float score_mod_paired(float s, int b, int h, int q, int k, uint32_t pair, "
-                  "const AuxArgs& aux)", "s")
+                  "score_mod_paired", "float", True, "s")
 MASK = PairHooks("CUBRIDGE_HOOKS_MASK_PAIR_READS", "kMaskPairReads", "mask_pair_row", "uint8_t",
-                 "bool mask_mod_paired(int b, int h, int q, int k, uint32_t pair, "
-                 "const AuxArgs& aux)", "true")
+                 "mask_mod_paired", "bool", False, "true")
 
 
 def pair_read(expr: Node | None, aux_dtypes: Mapping[str, torch.dtype],
@@ -74,18 +79,17 @@ def pair_slots(score: Node | None, mask: Node | None, slots: Mapping[str, int],
 
 def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mapping[str, int],
             aux_dtypes: Mapping[str, torch.dtype], **render: bool) -> list[str]:
-    head = [f"#define {hook.macro} 1  // ({hook.count}, {hook.row}, "
-            f"{hook.paired.split('(')[0].split()[-1]})",
+    head = [f"#define {hook.macro} 1  // ({hook.count}, {hook.row}, {hook.paired})",
             f"constexpr int {hook.count} = {0 if node is None else 1};"]
     signature = (f"CUBRIDGE_HD const {hook.elem}* {hook.row}(int b, int h, int q, "
                  "const AuxArgs& aux)")
+    paired = f"CUBRIDGE_HD {hook.paired_signature()} {{"
     paired_unused = "  (void)b; (void)h; (void)q; (void)k; (void)pair; (void)aux;" + \
-        (" (void)s;" if hook is SCORE else "")
+        (" (void)s;" if hook.score_arg else "")
     if node is None or expr is None:
         return [*head, f"{signature} {{", "  (void)b; (void)h; (void)q; (void)aux;",
                 "  return nullptr;", "}", "",
-                f"CUBRIDGE_HD {hook.paired} {{", paired_unused,
-                f"  return {hook.plain_return};", "}", ""]
+                paired, paired_unused, f"  return {hook.plain_return};", "}", ""]
     slot = slots[node.arg]  # type: ignore[index]
     load_t = AUX_C_TYPES[aux_dtypes[node.arg]]  # type: ignore[index]
     offset = " + ".join(f"static_cast<int64_t>({render_value(a, slots, aux_dtypes)}) * "
@@ -98,7 +102,7 @@ def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mappin
     return [*head, f"// (slot {slot}: {node!r})", f"{signature} {{",
             "  (void)b; (void)h; (void)q;",
             f"  return static_cast<const {hook.elem}*>(aux.t[{slot}].data) + ({offset});",
-            "}", "", f"CUBRIDGE_HD {hook.paired} {{", paired_unused, *body, "}", ""]
+            "}", "", paired, paired_unused, *body, "}", ""]
 
 
 def render_pair_hooks(score: Node | None, slots: Mapping[str, int],
