@@ -811,11 +811,14 @@ __device__ __forceinline__ uint32_t pair_rows_base(const SharedStorage& sh) {
 // into shared memory (cp.async, one group). Lanes 2m and 2m + 1 take row m's chunks
 // in turn, so each copy instruction reads whole 32-byte sectors. kTail: keys past Sk
 // are zero-filled, not read.
-// (row: the warp's row r of the read, at k = 0; E: its element type)
-template <bool kTail, typename E>
-__device__ __forceinline__ void stage_rows(const FwdParams& p, uint32_t base, const E* row,
-                                           int consumer, int r, int k_base, int lane) {
-  constexpr int kChunkKeys = 16 / static_cast<int>(sizeof(E));
+// (row_at(q): the read's row q at k = 0; rows past Sq are clamped to the last)
+template <bool kTail, typename RowAt>
+__device__ __forceinline__ void stage_rows(const FwdParams& p, uint32_t base, RowAt&& row_at,
+                                           int consumer, int q_base, int k_base, int thread) {
+  const int lane = thread % 32;
+  const int r = 16 * (thread / 32) + lane / 2;
+  const auto* row = row_at(min(q_base + r, p.seqlen_q - 1));
+  constexpr int kChunkKeys = 16 / static_cast<int>(sizeof(*row));
   static_assert(kBlockN % (2 * kChunkKeys) == 0, "rows are copied in pairs of chunks");
   __syncwarp();  // (the warp's reads of the previous block's rows are done)
 #pragma unroll
@@ -833,9 +836,8 @@ __device__ __forceinline__ void stage_pair_rows(const FwdParams& p, const Shared
                                                 int b, int h, int consumer, int q_base,
                                                 int k_base, int thread) {
   if constexpr (kPairStaged) {
-    const int r = 16 * (thread / 32) + (thread % 32) / 2;
-    const uint16_t* row = pair_row(b, h, min(q_base + r, p.seqlen_q - 1), p.aux);
-    stage_rows<kTail>(p, pair_rows_base(sh), row, consumer, r, k_base, thread % 32);
+    stage_rows<kTail>(p, pair_rows_base(sh), [&](int q) { return pair_row(b, h, q, p.aux); },
+                      consumer, q_base, k_base, thread);
   }
 }
 
@@ -1003,9 +1005,8 @@ __device__ __forceinline__ void stage_mask_rows(const FwdParams& p, const Shared
                                                 int b, int h, int consumer, int q_base,
                                                 int k_base, int thread) {
   if constexpr (kMaskPairStaged) {
-    const int r = 16 * (thread / 32) + (thread % 32) / 2;
-    const uint8_t* row = mask_pair_row(b, h, min(q_base + r, p.seqlen_q - 1), p.aux);
-    stage_rows<kTail>(p, sh.o.base(), row, consumer, r, k_base, thread % 32);
+    stage_rows<kTail>(p, sh.o.base(), [&](int q) { return mask_pair_row(b, h, q, p.aux); },
+                      consumer, q_base, k_base, thread);
   }
 }
 
