@@ -7,8 +7,9 @@ FFMA (sigmoid(A core) = 1 / (1 + 2^(-A log2(e) core))).
 The softmax's row maximum and LSE stay exact under the fold: A > 0 keeps the
 row's largest core value the largest score, and the kernel's exp2 factor
 log2(e) * A turns core values back into scores. This module finds the form and
-renders the hooks that expose it; the plain score_mod stays for every other
-kernel and for the CuIR.
+renders the hooks that expose it, and says when the core is tanh of the score
+alone (CUBRIDGE_HOOKS_CORE_TANH: fa_sm90 takes a soft-capped sigmoid's tanh as a
+polynomial); the plain score_mod stays for every other kernel and for the CuIR.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def render_affine_score(node: Node, slot_of: Mapping[str, int],
         return ""
     body = "\n".join(["  (void)s; (void)b; (void)h; (void)q; (void)k; (void)aux;",
                       *render_body(form.core, slot_of, dtypes, fast=True, contiguous_aux=True)])
+    tanh_core = (
+        "// score_core(s) = tanh(s), nothing else: a kernel may evaluate it its own way\n"
+        "#define CUBRIDGE_HOOKS_CORE_TANH 1\n") if is_tanh_core(form.core) else ""
     return (
         "// score_mod(s) = kScoreOut * score_core(kScoreIn * s): a softmax or sigmoid kernel\n"
         "// may fold both constants into its score scale and exp2 factor (docs/hooks.md)\n"
@@ -103,7 +107,13 @@ def render_affine_score(node: Node, slot_of: Mapping[str, int],
         f"constexpr float kScoreIn = {_float_literal(form.inner)};\n"
         f"constexpr float kScoreOut = {_float_literal(form.outer)};\n"
         "CUBRIDGE_HD float score_core(float s, int b, int h, int q, int k, const AuxArgs& aux) {\n"
-        f"{body}\n}}\n")
+        f"{body}\n}}\n"
+        f"{tanh_core}")
+
+
+def is_tanh_core(core: Node) -> bool:
+    """Whether an affine score_mod's core is tanh of the score alone (soft-capping)."""
+    return core.op == "tanh" and len(core.args) == 1 and _is_score(core.args[0])
 
 
 # -- sigmoid of a linear score ------------------------------------------------------------

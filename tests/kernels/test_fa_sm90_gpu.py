@@ -130,3 +130,49 @@ def test_the_max_kept_by_row_sums_gives_the_max_rules_attention(dtype, causal):
         plain.run(q, k, v, 128 ** -0.5, [], out_plain, lse_plain)
         assert rel_error(out, out_plain.double()) < 2e-3
         assert torch.allclose(lse, lse_plain, atol=1e-4, rtol=1e-5)
+
+
+# A soft-capped sigmoid (comb: sigmoid(30 tanh(s / 30))) takes the cap's tanh as a
+# polynomial in the tanh form (fa_sm90.cu, kPolyCap) and checks each block against the
+# form's range: a block of very negative scores is redone from the raw scores with the
+# two-op form, one miss keeps the form, two in a row leave it, and the two-op form
+# brings it back. Keys scaled up by 10 in chosen 128-key blocks (and queries in chosen
+# rows) drive every one of those transitions; softcap_causal (softmax), whose header
+# names the same tanh core, must not be changed by it.
+KEY_SCALING = {
+    "every_other_block": lambda n: (torch.arange(n) // 128) % 2 == 1,
+    "two_in_a_row": lambda n: (torch.arange(n) // 128) % 4 >= 2,
+    "one_key_a_block": lambda n: torch.arange(n) % 128 == 77,
+    "none": lambda n: torch.zeros(n, dtype=torch.bool),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("pattern", sorted(KEY_SCALING))
+@pytest.mark.parametrize("name", ["comb_prefix_softcap_sigmoid", "softcap_causal"])
+def test_soft_cap_polynomial_follows_the_scores(name, pattern, dtype):
+    from pathlib import Path
+
+    from cubridge.attention import Shape
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.spec import load
+    from cubridge.transfer.hooks import plan_hooks
+    from cubridge.verify.compare import judge
+
+    spec = load(Path(__file__).resolve().parents[2] / "examples" / "specs" / f"{name}.py")
+    header = generate_header(plan_hooks(spec, table_block=fa_sm90.table_block(128)))
+    assert "CUBRIDGE_HOOKS_CORE_TANH" in header.text
+    b, h, s, d = 2, 4, 2048, 128
+    q, k, v = gpu_inputs(b, h, h, s, s, d, dtype)
+    k = k * torch.where(KEY_SCALING[pattern](s), 10.0, 1.0).to("cuda", dtype)[:, None]
+    q[:, :, 1000:1010] *= 10  # a few rows of one tile: some warps miss, others do not
+    q[:, :, 1536:1600] = -q[:, :, 1536:1600].abs()
+    k[:, :, :1600] = k[:, :, :1600].abs()  # (those rows' scores all negative: tiny weights)
+    aux = ({"prefix_len": torch.tensor(s // 4, device="cuda")} if spec.aux_shapes else {})
+    out, lse = fa_sm90.attention(q, k, v, hooks_header=header.text,
+                                 aux=header.pack_aux(aux, Shape(b, h, h, s, s, d)))
+    ref = spec.reference(q.double(), k.double(), v.double(), *aux.values())
+    ref_out, ref_lse = ref if isinstance(ref, tuple) else (ref, None)
+    j = judge(out, lse, ref_out, ref_lse, v, dtype, spec.tolerances[dtype],
+              require_lse=spec.returns_lse)
+    assert j.passed, (pattern, j.reasons)

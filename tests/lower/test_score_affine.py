@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from hook_variants import VARIANTS, make_spec
 from host_harness import run_program
 
 from cubridge.lower.hook_header import generate_header
-from cubridge.lower.score_affine import LinearScore, affine_score, linear_score
+from cubridge.lower.score_affine import LinearScore, affine_score, is_tanh_core, linear_score
 from cubridge.transfer.hooks import plan_hooks
 
 
@@ -52,6 +53,55 @@ def test_softmax_and_nonlinear_sigmoid_headers_expose_the_fold():
     # relu: no exponent to fold A into
     relu = make_spec("r", None, lambda s, b, h, q, k: 30 * (s / 30).tanh(), "relu")
     assert "CUBRIDGE_HOOKS_SCORE_AFFINE" not in generate_header(plan_hooks(relu)).text
+
+
+def test_a_tanh_core_is_named_for_the_kernel():
+    """fa_sm90 evaluates a soft cap's tanh its own way (a polynomial) where the header
+    says the core is tanh of the score and nothing else."""
+    assert is_tanh_core(affine_score(plan_hooks(VARIANTS["softcap_causal"]).score.node).core)
+    for fn in (lambda s, b, h, q, k: 30 * (s / 30).sigmoid(),      # another core
+               lambda s, b, h, q, k: 30 * (s / 30 + 0.5).tanh(),  # tanh of more than s
+               lambda s, b, h, q, k: 30 * (s / 30).tanh() + 1.0):  # not affine
+        form = _form(fn)
+        assert form is None or not is_tanh_core(form.core)
+        assert "CUBRIDGE_HOOKS_CORE_TANH" not in generate_header(
+            plan_hooks(make_spec("t", None, fn))).text
+    assert "CUBRIDGE_HOOKS_CORE_TANH" in generate_header(
+        plan_hooks(VARIANTS["softcap_causal"])).text
+    comb = make_spec("c", None, lambda s, b, h, q, k: 30 * (s / 30).tanh(), "sigmoid")
+    assert "CUBRIDGE_HOOKS_CORE_TANH" in generate_header(plan_hooks(comb)).text
+
+
+def _kernel_constant(name: str) -> float:
+    import re
+    from pathlib import Path
+
+    import cubridge.kernels.fa_sm90 as fa_sm90
+
+    text = (Path(fa_sm90.__file__).parent / "fa_sm90.cu").read_text()
+    return float(re.search(rf"constexpr float {name} = ([0-9.]+)f;", text).group(1))
+
+
+def test_the_soft_cap_polynomial_is_exact_enough_where_the_kernel_takes_it():
+    """fa_sm90's tanh-form sigmoid weight of a soft cap A tanh(z) takes tanh as
+    p(z) = z - z^3/3 + 2 z^5/15 for A >= kPolyCapMinOut, checking only that every
+    weight is >= 1/256 of its scale (its comment has the argument). In float64 over
+    z in [-60, 60]: p increases, p >= tanh for z > 0, and where the check passes the
+    weight's relative error is at most 2e-4 for every such A (1.3e-5 at A = 30)."""
+    z = torch.linspace(-60.0, 60.0, 2_400_001, dtype=torch.float64)
+    p = z - z**3 / 3 + 2 * z**5 / 15
+    assert bool((p.diff() > 0).all())
+    assert bool(((p - z.tanh())[z > 0] >= -1e-15).all())  # (float64 rounding near 0)
+    sigmoid = lambda y: 0.5 * (1 + (0.5 * y).tanh())  # noqa: E731  (no overflow)
+    a_min = _kernel_constant("kPolyCapMinOut")
+    worst = {}
+    for a in (a_min, 25.0, 30.0, 50.0, 100.0, 1000.0):
+        wp, wt = sigmoid(a * p), sigmoid(a * z.tanh())
+        # (the check reads the weight rounded to 16 bits: a margin of 2^-8 below 1/256)
+        kept = wp >= (1 - 2**-8) / 256
+        worst[a] = ((wp - wt).abs()[kept] / wt[kept]).max().item()
+    assert max(worst.values()) <= 2e-4, worst
+    assert worst[30.0] <= 2e-5, worst
 
 
 def _host_program(body: str) -> str:

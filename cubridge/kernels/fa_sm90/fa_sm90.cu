@@ -280,6 +280,30 @@ __device__ __forceinline__ float tanh_approx(float x) {
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// A soft-capped sigmoid (score_mod A tanh(B s), A >= kPolyCapMinOut: caps of 30, 50)
+// in the tanh form takes its cap's tanh on the FMA pipe, as the Taylor polynomial
+// p(z) = z - z^3 / 3 + 2 z^5 / 15 of z = B s: one SFU op a score instead of two
+// (comb: +3% to +8%, NOTES.md "A soft cap's tanh as a polynomial"). p increases
+// everywhere and p(z) >= tanh(z) for z > 0, so the form's own check (every weight
+// >= C / 256) bounds z from below where p is exact enough, and above it p only moves
+// weights already within 1 - sigmoid(A tanh z) of C towards C: the weight's relative
+// error is <= 5e-5 at A = 24, 1.3e-5 at A = 30 (float64 scan,
+// tests/lower/test_score_affine.py). The scores stay as they are, so a block outside
+// the range is redone from them with the two-op form. CUBRIDGE_POLY_CAP=0 turns it
+// off (A/B). (Under softmax the same polynomial was slower: NOTES.md.)
+#ifndef CUBRIDGE_POLY_CAP
+#define CUBRIDGE_POLY_CAP 1
+#endif
+constexpr float kPolyCapMinOut = 24.f;  // (tests/lower/test_score_affine.py reads it)
+#ifdef CUBRIDGE_HOOKS_CORE_TANH
+constexpr float kCapOut = hooks::kScoreOut, kCapIn = hooks::kScoreIn;  // A, B
+constexpr bool kPolyCap =
+    CUBRIDGE_POLY_CAP && kSigmoidOneSfu && kSigmoidOfAffine && kCapOut >= kPolyCapMinOut;
+#else
+constexpr float kCapOut = 1.f, kCapIn = 1.f;
+constexpr bool kPolyCap = false;
+#endif
+
 template <int kReads>
 struct StagedKeyRing {
   alignas(16) uint32_t v[kStages][kReads][kBlockN];  // (read four keys at a time)
@@ -1390,7 +1414,7 @@ __device__ __forceinline__ void sigmoid_weights(const float (&v)[kSAcc], int& fo
       wmax = __vmaxu2(wmax, pn[q / 4][q % 4]);
     }
     ok = packed_max(wmax) <= pattern_of(kTailMax);  // (false for NaN)
-  } else if (current == kSigmoidTanh) {
+  } else if (!kPolyCap && current == kSigmoidTanh) {  // (kPolyCap: poly_cap_weights)
     uint32_t wmin = 0xffffffffu;
 #pragma unroll
     for (int q = 0; q < kSAcc / 2; ++q) {
@@ -1425,6 +1449,31 @@ __device__ __forceinline__ void sigmoid_weights(const float (&v)[kSAcc], int& fo
                                                                  : kSigmoidExact;
   const bool leave = current == kSigmoidExact || fits == current || (form & kSigmoidStrike);
   form = leave ? fits : current | kSigmoidStrike;
+}
+
+// Tanh-form weights of a soft-capped sigmoid from raw Q K^T values x (kPolyCap):
+// v = A p(scale B x) / 2 = x (c0 + x^2 (c1 + x^2 c2)), w = C (1 + tanh v) / 2. Whether
+// every weight of the warp's block is in the form's range.
+__device__ __forceinline__ bool poly_cap_weights(const float (&x)[kSAcc], float scale,
+                                                 uint32_t (&pn)[kPvSteps][4]) {
+  constexpr float kC = kActivationScale;
+  const float b = scale * kCapIn, b2 = b * b;
+  const float c0 = 0.5f * kCapOut * b;
+  const float c1 = c0 * b2 * (-1.f / 3.f), c2 = c0 * (b2 * b2) * (2.f / 15.f);
+  uint32_t wmin = 0xffffffffu;
+#pragma unroll
+  for (int q = 0; q < kSAcc / 2; ++q) {
+    float w[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float xe = x[2 * q + e], x2 = xe * xe;
+      const float v = xe * fmaf(x2, fmaf(x2, c2, c1), c0);
+      w[e] = fmaf(0.5f * kC, tanh_approx(v), 0.5f * kC);
+    }
+    pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
+    wmin = __vminu2(wmin, pn[q / 4][q % 4]);
+  }
+  return __all_sync(0xffffffffu, packed_min(wmin) >= pattern_of(kC / 256.f));
 }
 
 // ---- consumer: the mma token ---------------------------------------------------------
@@ -1878,16 +1927,32 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           // (one-SFU sigmoid weights in unmasked steady blocks only: each instance of
           // the three forms grows the kernel, and short tiles then paid in fetch)
           constexpr bool kSigmoidIn = kSigmoidOneSfu && !kM && !kT;
-          block_logits<kM, kT, true, kSigmoidIn>(s, p, sh, cur.tile, n, consumer, q_base, pos,
-                                                 thread, bits, sigmoid_form);
           // P into pn while the previous PV product still reads p_prev: the one-SFU
           // sigmoid weights, or the exponentials at the current max where the row sums
           // allow it.
           uint32_t pn_copy[kPvSteps][4];
           auto& pn = kAlt ? p_next : pn_copy;
+          // (a soft-capped sigmoid's tanh form reads the raw scores: a miss is redone from
+          // them with the two-op form, and only a second miss in a row leaves the form)
+          bool capped = false;
+          int missed = kSigmoidExact;
+          if constexpr (kPolyCap && kSigmoidIn) {
+            if ((sigmoid_form & ~kSigmoidStrike) == kSigmoidTanh) {
+              capped = poly_cap_weights(s, p.scale, pn);
+              missed = capped ? kSigmoidExact : sigmoid_form;
+              sigmoid_form = capped ? kSigmoidTanh : kSigmoidExact;
+            }
+          }
+          if (!capped) {
+            block_logits<kM, kT, true, kSigmoidIn>(s, p, sh, cur.tile, n, consumer, q_base,
+                                                   pos, thread, bits, sigmoid_form);
+          }
           bool p_in_pn;
           if constexpr (kSigmoidIn) {
-            sigmoid_weights(s, sigmoid_form, pn);
+            if (!capped) sigmoid_weights(s, sigmoid_form, pn);
+            if (missed == kSigmoidTanh && sigmoid_form != kSigmoidTanh) {
+              sigmoid_form = kSigmoidTanh | kSigmoidStrike;
+            }
             p_in_pn = true;
           } else {
             p_in_pn = kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn);
