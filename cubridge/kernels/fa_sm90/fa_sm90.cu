@@ -1390,6 +1390,23 @@ __device__ __forceinline__ uint32_t pattern_of(float x) { return pack2<Element>(
 __device__ __forceinline__ uint32_t packed_max(uint32_t w) { return max(w & 0xffffu, w >> 16); }
 __device__ __forceinline__ uint32_t packed_min(uint32_t w) { return min(w & 0xffffu, w >> 16); }
 
+// The tanh form's weights w = C (1 + tanh v) / 2, v = v_of(i) for score i, packed
+// into pn; whether every one of this thread's is in the form's range (>= C / 256).
+template <class VOf>
+__device__ __forceinline__ bool tanh_form_weights(VOf v_of, uint32_t (&pn)[kPvSteps][4]) {
+  constexpr float kC = kActivationScale;
+  uint32_t wmin = 0xffffffffu;
+#pragma unroll
+  for (int q = 0; q < kSAcc / 2; ++q) {
+    float w[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) w[e] = fmaf(0.5f * kC, tanh_approx(v_of(2 * q + e)), 0.5f * kC);
+    pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
+    wmin = __vminu2(wmin, pn[q / 4][q % 4]);
+  }
+  return packed_min(wmin) >= pattern_of(kC / 256.f);
+}
+
 // An unmasked block's sigmoid weights from their inputs v (scores_to_logits with
 // sigmoid_input_scale(form)), packed into pn (see kSigmoidOneSfu). `form` is this
 // warp's; the two-op redo sets it for the next block.
@@ -1415,16 +1432,7 @@ __device__ __forceinline__ void sigmoid_weights(const float (&v)[kSAcc], int& fo
     }
     ok = packed_max(wmax) <= pattern_of(kTailMax);  // (false for NaN)
   } else if (!kPolyCap && current == kSigmoidTanh) {  // (kPolyCap: poly_cap_weights)
-    uint32_t wmin = 0xffffffffu;
-#pragma unroll
-    for (int q = 0; q < kSAcc / 2; ++q) {
-      float w[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) w[e] = fmaf(0.5f * kC, tanh_approx(v[2 * q + e]), 0.5f * kC);
-      pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
-      wmin = __vminu2(wmin, pn[q / 4][q % 4]);
-    }
-    ok = packed_min(wmin) >= pattern_of(kTanhFloor);
+    ok = tanh_form_weights([&](int i) { return v[i]; }, pn);
   }
   if (__all_sync(0xffffffffu, ok)) {
     form = current;
@@ -1456,24 +1464,14 @@ __device__ __forceinline__ void sigmoid_weights(const float (&v)[kSAcc], int& fo
 // every weight of the warp's block is in the form's range.
 __device__ __forceinline__ bool poly_cap_weights(const float (&x)[kSAcc], float scale,
                                                  uint32_t (&pn)[kPvSteps][4]) {
-  constexpr float kC = kActivationScale;
   const float b = scale * kCapIn, b2 = b * b;
   const float c0 = 0.5f * kCapOut * b;
   const float c1 = c0 * b2 * (-1.f / 3.f), c2 = c0 * (b2 * b2) * (2.f / 15.f);
-  uint32_t wmin = 0xffffffffu;
-#pragma unroll
-  for (int q = 0; q < kSAcc / 2; ++q) {
-    float w[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float xe = x[2 * q + e], x2 = xe * xe;
-      const float v = xe * fmaf(x2, fmaf(x2, c2, c1), c0);
-      w[e] = fmaf(0.5f * kC, tanh_approx(v), 0.5f * kC);
-    }
-    pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
-    wmin = __vminu2(wmin, pn[q / 4][q % 4]);
-  }
-  return __all_sync(0xffffffffu, packed_min(wmin) >= pattern_of(kC / 256.f));
+  const auto v_of = [&](int i) {
+    const float x2 = x[i] * x[i];
+    return x[i] * fmaf(x2, fmaf(x2, c2, c1), c0);
+  };
+  return __all_sync(0xffffffffu, tanh_form_weights(v_of, pn));
 }
 
 // ---- consumer: the mma token ---------------------------------------------------------
