@@ -283,7 +283,7 @@ __device__ __forceinline__ float tanh_approx(float x) {
 // A soft-capped sigmoid (score_mod A tanh(B s), A >= kPolyCapMinOut: caps of 30, 50)
 // in the tanh form takes its cap's tanh on the FMA pipe, as the Taylor polynomial
 // p(z) = z - z^3 / 3 + 2 z^5 / 15 of z = B s: one SFU op a score instead of two
-// (comb: +3% to +8%, NOTES.md "A soft cap's tanh as a polynomial"). p increases
+// (comb: +3% to +7%, NOTES.md "A soft cap's tanh as a polynomial"). p increases
 // everywhere and p(z) >= tanh(z) for z > 0, so the form's own check (every weight
 // >= C / 256) bounds z from below where p is exact enough, and above it p only moves
 // weights already within 1 - sigmoid(A tanh z) of C towards C: the weight's relative
