@@ -99,7 +99,7 @@ from cubridge.ir.errors import ProgramError, caller_loc
 
 ROWS_PER_CONSUMER = 64  # wgmma's M: the query rows of one consumer warpgroup
 Q_BUFFERS = 2  # CUBRIDGE_Q_BUFFERS: the next tile's Q loads while this one runs
-RESCALE_THRESHOLD = 8.0  # CUBRIDGE_RESCALE_THRESHOLD (log2 units)
+RESCALE_THRESHOLD = 12.0  # CUBRIDGE_RESCALE_THRESHOLD (log2 units)
 TOKEN_THREADS = 256  # an mma token barrier: the taker's warpgroup and the passer's
 # The launcher's schedule (launch.schedule_section), which passes `section` to the
 # kernel. Library CuIR imports only cubridge.ir, torch and math (the LLM sandbox's
