@@ -1240,9 +1240,10 @@ struct RowStats {
 // units): exponentials then stay below 2^kRescaleThreshold, exact in fp32 and as
 // bf16/fp16 operands (fp16's largest is just under 2^16), and O is rescaled far less
 // often. 0: move it on any rise. 12, not FlashAttention's 8: the steady blocks' test
-// on the sums of P (below) then fails about never on normal inputs, and each failure
-// cost far more than its instructions: 8 -> 12 changed only the two constants in the
-// SASS and ran causal +3-7%, the windows +2-4% (NOTES.md, "The rescale threshold").
+// on the sums of P (below) then about never fails on normal inputs, and failures cost
+// far more than their instructions: 8 -> 12 changed only two constants in the SASS
+// and ran causal and the masked softmax variants +2-4% (NOTES.md, "The rescale
+// threshold").
 #ifndef CUBRIDGE_RESCALE_THRESHOLD
 #define CUBRIDGE_RESCALE_THRESHOLD 12
 #endif
