@@ -1479,6 +1479,30 @@ __device__ __forceinline__ bool poly_cap_weights(const float (&x)[kSAcc], float 
   return __all_sync(0xffffffffu, tanh_form_weights(v_of, pn));
 }
 
+// A tile's first block (kPolyCap; masked or not, not a tail): poly_cap_weights with
+// the pairs `bits` disallows given weight 0 afterwards. Its range check covers every
+// pair, the masked ones too: their raw scores are real products of the block's Q and
+// K rows, so on normal inputs they are in range as well, and the check needs no mask.
+// The first block otherwise takes the two-op form: two SFU ops a score besides the
+// cap's tanh, where the one-SFU form's single op left the block SFU-bound (comb's
+// first block cost as much as a steady one, NOTES.md, "comb's first block").
+template <bool kMasked>
+__device__ __forceinline__ bool first_block_poly_cap(const float (&x)[kSAcc], float scale,
+                                                     const MaskBits& bits,
+                                                     uint32_t (&pf)[kPvSteps][4]) {
+  if (!poly_cap_weights(x, scale, pf)) return false;
+  if constexpr (kMasked) {
+    // pair q: row half q % 2, columns 8j + {0, 1} with j = q / 2, bits 2j and 2j + 1
+#pragma unroll
+    for (int q = 0; q < kSAcc / 2; ++q) {
+      const uint32_t two = bits[q % 2] >> (2 * (q / 2));
+      const uint32_t keep = ((two & 1u) ? 0x0000ffffu : 0u) | ((two & 2u) ? 0xffff0000u : 0u);
+      pf[q / 4][q % 4] &= keep;
+    }
+  }
+  return true;
+}
+
 // ---- consumer: the mma token ---------------------------------------------------------
 
 // Consumers issue their gemms in turn (ping-pong), so one's softmax runs while the
@@ -1856,6 +1880,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     if (live) {  // the first block's S product is ready
       uint32_t info = cur.info;
       const BlockClass first = classify(p, info, consumer, q_base);
+      bool first_capped = false;  // (the first block's weights in the one-SFU form)
       with_block_class(first, [&](auto masked, auto tail) {
         constexpr bool kM = decltype(masked)::value, kT = decltype(tail)::value;
         MaskBits bits;
@@ -1863,14 +1888,19 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
                            pos, first.all_masked, rows);
         // (the ring slot holds the staged keys the mask read until here)
         release(&sh.k_empty[slot.index], thread);
-        block_logits<kM, kT, false>(s, p, sh, cur.tile, BlockInfo::index(info), consumer, q_base,
-                                    pos, thread, bits);
+        if constexpr (kPolyCap && !kT) {
+          first_capped = first_block_poly_cap<kM>(s, p.scale, bits, pf);
+        }
+        if (!first_capped) {
+          block_logits<kM, kT, false>(s, p, sh, cur.tile, BlockInfo::index(info), consumer,
+                                      q_base, pos, thread, bits);
+        }
       });
       if constexpr (kSoftmax) {
         float rescale[2];
         online_softmax(s, st, to_log2, rescale);
       }
-      probs_to_fragments(s, pf);
+      if (!first_capped) probs_to_fragments(s, pf);
       if constexpr (kStagesInO) {
         // The steady blocks stage pair rows in O's rows: free once the previous
         // tile's store has read them (long since, by now).
