@@ -424,6 +424,46 @@ def test_large_score_ranges_stay_exact_with_the_lazy_rescale():
     _check(out, lse, ref, ref_lse, q.dtype)
 
 
+def test_the_threshold_is_the_cuda_default():
+    source = (KERNELS_DIR / "fa_sm90" / "fa_sm90.cu").read_text()
+    define = "#define CUBRIDGE_RESCALE_THRESHOLD "
+    line = next(x for x in source.splitlines() if x.startswith(define))
+    assert float(line.split()[-1]) == RESCALE_THRESHOLD
+
+
+def _steady_sums_failures(threshold: float, tiles: int = 24, s: int = 4096) -> int:
+    """Warp-blocks whose test on the sums of P fails (fa_sm90.cu, exps_at_current_max)
+    over a causal walk on normal inputs: 128-row tiles, the diagonal block first, warps
+    of 16 rows, each thread's partial row sums over its 32 columns; a failed warp's rows
+    move their max by the threshold rule."""
+    gen = torch.Generator().manual_seed(0)
+    failed = 0
+    for t in range(tiles):
+        m0 = s - 128 * (t + 1)
+        q, k = torch.randn(128, 128, generator=gen), torch.randn(m0 + 128, 128, generator=gen)
+        scores = (q @ k.T) * (128 ** -0.5 * math.log2(math.e))  # log2 units
+        rows = torch.arange(m0, m0 + 128)[:, None]
+        scores = scores.masked_fill(torch.arange(m0 + 128)[None, :] > rows, float("-inf"))
+        blocks = scores.split(128, dim=1)[::-1]
+        row_max = blocks[0].max(dim=1).values
+        for block in blocks[1:]:
+            partial = torch.exp2(block - row_max[:, None]).reshape(128, 16, 4, 2).sum(dim=(1, 3))
+            warp_ok = (partial <= 2 ** threshold).all(dim=1).reshape(8, 16).all(dim=1)
+            failed += int((~warp_ok).sum())
+            block_max = block.max(dim=1).values
+            moves = (~warp_ok).repeat_interleave(16) & (block_max - row_max > threshold)
+            row_max = torch.where(moves, block_max, row_max)
+    return failed
+
+
+def test_normal_inputs_keep_every_steady_block_at_the_threshold():
+    """Each failure of the sums test cost the kernel far more than its instructions
+    (bench/results/fa_sm90-ab-2026-11-27-threshold/): at FlashAttention's 8 log2 units
+    normal inputs fail it where a row's diagonal block held few keys; at ours, never."""
+    assert _steady_sums_failures(8.0) > 0
+    assert _steady_sums_failures(RESCALE_THRESHOLD) == 0
+
+
 def test_a_block_kept_by_the_sums_of_p_is_one_the_threshold_rule_keeps():
     """fa_sm90.cu's steady blocks keep the max, without reducing it, for a warp
     (16 rows) whose rows all have a max and whose threads' partial sums of P (32
