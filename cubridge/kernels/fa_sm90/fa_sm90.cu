@@ -252,7 +252,8 @@ constexpr float kActivationScale = 1.f;
 // form's range; a block outside it (any row of very negative scores) is redone with
 // the two-op form, which also picks the next block's form. The input is v = m y /
 // ln 2 with m = 1 (tail: u = 2^v) or ln 2 / 2 (tanh: y / 2 = v). Only unmasked
-// steady blocks take this path; masked ones and a tile's first keep the two-op form.
+// steady blocks take this path; masked ones and a tile's first keep the two-op form,
+// but for a soft-capped sigmoid's first block (first_block_poly_cap).
 // CUBRIDGE_SIGMOID_ONE_SFU=0 keeps the two-op form everywhere (A/B).
 #ifndef CUBRIDGE_SIGMOID_ONE_SFU
 #define CUBRIDGE_SIGMOID_ONE_SFU 1
