@@ -8,8 +8,9 @@ The softmax's row maximum and LSE stay exact under the fold: A > 0 keeps the
 row's largest core value the largest score, and the kernel's exp2 factor
 log2(e) * A turns core values back into scores. This module finds the form and
 renders the hooks that expose it, and says when the core is tanh of the score
-alone (CUBRIDGE_HOOKS_CORE_TANH: fa_sm90 takes a soft-capped sigmoid's tanh as a
-polynomial); the plain score_mod stays for every other kernel and for the CuIR.
+alone (CUBRIDGE_HOOKS_CORE_TANH: a kernel may evaluate a soft cap's tanh its own
+way, as a polynomial, say); the plain score_mod stays for every other kernel and
+for the CuIR.
 """
 
 from __future__ import annotations

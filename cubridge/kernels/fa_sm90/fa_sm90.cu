@@ -1396,8 +1396,11 @@ __device__ __forceinline__ uint32_t pattern_of(float x) { return pack2<Element>(
 __device__ __forceinline__ uint32_t packed_max(uint32_t w) { return max(w & 0xffffu, w >> 16); }
 __device__ __forceinline__ uint32_t packed_min(uint32_t w) { return min(w & 0xffffu, w >> 16); }
 
+// The tanh form's range: every weight at least this (see kSigmoidOneSfu).
+constexpr float kTanhFloor = kActivationScale / 256.f;
+
 // The tanh form's weights w = C (1 + tanh v) / 2, v = v_of(i) for score i, packed
-// into pn; whether every one of this thread's is in the form's range (>= C / 256).
+// into pn; whether every one of this thread's is in the form's range (>= kTanhFloor).
 template <class VOf>
 __device__ __forceinline__ bool tanh_form_weights(VOf v_of, uint32_t (&pn)[kPvSteps][4]) {
   constexpr float kC = kActivationScale;
@@ -1410,7 +1413,7 @@ __device__ __forceinline__ bool tanh_form_weights(VOf v_of, uint32_t (&pn)[kPvSt
     pn[q / 4][q % 4] = pack2<Element>(w[0], w[1]);
     wmin = __vminu2(wmin, pn[q / 4][q % 4]);
   }
-  return packed_min(wmin) >= pattern_of(kC / 256.f);
+  return packed_min(wmin) >= pattern_of(kTanhFloor);
 }
 
 // An unmasked block's sigmoid weights from their inputs v (scores_to_logits with
@@ -1420,7 +1423,6 @@ __device__ __forceinline__ void sigmoid_weights(const float (&v)[kSAcc], int& fo
                                                 uint32_t (&pn)[kPvSteps][4]) {
   constexpr float kC = kActivationScale;
   constexpr float kTailMax = kC / 17.f;  // C sigmoid(y) at e^y = 1/16
-  constexpr float kTanhFloor = kC / 256.f;
   const int current = form & ~kSigmoidStrike;
   bool ok = false;
   if (current == kSigmoidTail) {
