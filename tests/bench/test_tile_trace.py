@@ -125,3 +125,42 @@ def test_older_sources_are_read_with_the_fields_they_stamp(tile_trace):
     assert tile_trace.trace_fields(no_epilogue) == tile_trace.FIELD_INDEX["epilogue_free"]
     older = no_epilogue.replace("kTraceBoundaryIssued", "kTraceGone")
     assert tile_trace.trace_fields(older) == tile_trace.FIELD_INDEX["boundary_issued"] == 11
+
+
+def test_the_trace_sides_edit_the_current_source(tile_trace):
+    """--producer-side and --per-warp edit fa_sm90.cu by exact text: both still apply
+    to the library's source, add their globals, and only to the traced build."""
+    plain = tile_trace._source({}, False, sides=("producer", "warp"))
+    traced = tile_trace._source({}, True, sides=("producer", "warp"))
+    assert plain == tile_trace._source({}, False)
+    assert "cubridge_producer_trace" in traced and "cubridge_warp_trace" in traced
+    with pytest.raises(ValueError, match="has moved"):
+        tile_trace.trace_sides.warp_side("int main() {}")
+
+
+def test_each_warps_waits_are_averaged_over_the_live_tiles(tile_trace):
+    """summarize_warps: per consumer and warp, the mean of each wait over the tiles
+    with an end stamp (the rest of the trace buffer is zero and not counted)."""
+    rows, _ = _trace(tile_trace, 2_000, 4_000, [[8, 9], [8]])
+    warps = np.zeros((tile_trace.TRACE_CTAS, 2, tile_trace.TRACE_TILES, 4,
+                      len(tile_trace.WARP_FIELDS)), np.int64)
+    token = tile_trace.WARP_FIELDS.index("wait_token")
+    warps[0, 0, 0, :, token] = [100, 300, 300, 300]
+    warps[0, 0, 1, :, token] = [200, 400, 400, 400]
+    warps[1, 0, 0, :, token] = [300, 500, 500, 500]
+    warps[0, 0, 5, :, token] = 10**6  # (a row past the CTA's tiles)
+    got = tile_trace.summarize_warps(warps, rows, grid=2)
+    assert got["consumer0"]["wait_token"] == [200, 400, 400, 400]
+    assert got["consumer1"]["wait_k"] == [0, 0, 0, 0]
+
+
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_the_traced_build_with_both_sides_compiles(tile_trace):
+    import torch
+
+    compiled = tile_trace.fa_sm90.compile(
+        128, torch.bfloat16, "sm_90a", causal=True,
+        source=tile_trace._source({}, True, sides=("producer", "warp")))
+    for name in (b"cubridge_tile_trace", b"cubridge_producer_trace", b"cubridge_warp_trace"):
+        assert name in compiled.cubin()

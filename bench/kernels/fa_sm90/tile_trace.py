@@ -13,10 +13,16 @@ and the epilogue into its own.
         [--candidate NAME=MACRO=VALUE,...]   (default: the library's source as is)
         [--variant SPEC ...]   (benchmark variants too, with their generated hooks)
         [--source PATH]        (a kernel source in place of the library's fa_sm90.cu)
+        [--producer-side] [--per-warp]   (trace_sides.py's edits of the source)
 
-A source that also records the producer's side (the global
-cubridge_producer_trace: per tile its classification cycles and its waits for a
-free Q buffer, K slot and V slot) gets a producer summary beside each consumer's.
+With --producer-side the source also records the producer's side (the global
+cubridge_producer_trace: per tile its classification cycles and its waits for a free
+Q buffer, K slot and V slot), summarised beside each consumer's; with --per-warp each
+consumer warp's waits (cubridge_warp_trace: per tile and warp, the cycles lane 0
+waited for the mma token, K and V). A --source that already has them is read the same
+way. Both sides slow the traced build (see the table's "traced" column).
+`--compile-only sm_90a` builds every cubin into the cache ($CUBRIDGE_CACHE_DIR) on a
+machine without a GPU and stops; the same command on the device then finds them.
 Each candidate is timed without the trace too (median of triton's do_bench), so
 the trace's own cost shows. A variant is built as `cubridge run` builds it (the
 rules path's header and build), checked against its spec's reference and counted
@@ -39,6 +45,9 @@ import torch.nn.functional as F
 from cubridge.attention import default_scale
 from cubridge.build.driver import load_cubin
 from cubridge.kernels import get_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (a script beside its siblings)
+import trace_sides  # noqa: E402
 
 fa_sm90 = get_kernel("fa_sm90")
 FIELDS = ["top", "first", "steady_end", "end", "wait_k", "wait_v", "wait_token", "wait_q",
@@ -63,6 +72,7 @@ FIELD_INDEX = {name: i for i, name in enumerate(FIELDS)}
 TRACE_CTAS, TRACE_TILES = 144, 128  # fa_sm90.cu's kTraceCtas, kTraceTiles
 PRODUCER_FIELDS = ["top", "q", "end", "classify", "wait_q_empty", "wait_k_empty",
                    "wait_v_empty", "staged", "claim", "blocks", "tile"]
+WARP_FIELDS = ["wait_token", "wait_k", "wait_v"]  # per consumer warp (cubridge_warp_trace)
 
 
 def _candidate(text: str) -> tuple[str, dict[str, str]]:
@@ -71,9 +81,16 @@ def _candidate(text: str) -> tuple[str, dict[str, str]]:
     return name, macros
 
 
-def _source(macros: dict[str, str], trace: bool, path: Path | None = None) -> str:
+def _source(macros: dict[str, str], trace: bool, path: Path | None = None,
+            sides: tuple[str, ...] = ()) -> str:
+    """The kernel source of one build: `path` (else the library's), with the defines
+    ahead and, in the traced build, the trace's `sides` ("producer", "warp")."""
     defs = {**macros, **({"CUBRIDGE_TILE_TRACE": "1"} if trace else {})}
     text = (path or fa_sm90.source).read_text()
+    if trace and "producer" in sides:
+        text = trace_sides.producer_side(text)
+    if trace and "warp" in sides:
+        text = trace_sides.warp_side(text)
     return "".join(f"#define {k} {v}\n" for k, v in defs.items()) + text
 
 
@@ -111,6 +128,29 @@ def _read_producer_trace(kernel) -> np.ndarray | None:
     rows = np.frombuffer(_module(kernel).read_global("cubridge_producer_trace", 4 * n),
                          dtype=np.uint32)
     return rows.reshape(TRACE_CTAS, TRACE_TILES, len(PRODUCER_FIELDS)).astype(np.int64)
+
+
+def _read_warp_trace(kernel, consumers: int) -> np.ndarray | None:
+    """[CTA, consumer, tile, warp, field] of the per-warp waits, or None when the source
+    has none."""
+    if b"cubridge_warp_trace" not in kernel.compiled.cubin():
+        return None
+    shape = (TRACE_CTAS, consumers, TRACE_TILES, 4, len(WARP_FIELDS))
+    rows = np.frombuffer(_module(kernel).read_global("cubridge_warp_trace", 4 * np.prod(shape)),
+                         dtype=np.uint32)
+    return rows.reshape(shape).astype(np.int64)
+
+
+def summarize_warps(warps: np.ndarray, rows: np.ndarray, grid: int) -> dict:
+    """Per consumer and warp: mean cycles per tile waited for the token, K and V, over the
+    tiles with an end stamp (warp 0 shares its SMSP with the producer warp)."""
+    out = {}
+    for c in range(warps.shape[1]):
+        live = rows[:grid, 0, :, FIELD_INDEX["end"]] != 0  # [CTA, tile]
+        sel = warps[:grid, c][live]  # [tiles, warp, field]
+        out[f"consumer{c}"] = {f: [float(sel[:, w, i].mean()) for w in range(4)]
+                               for i, f in enumerate(WARP_FIELDS)}
+    return out
 
 
 def summarize_producer(rows: np.ndarray, grid: int) -> dict:
@@ -218,24 +258,31 @@ def tflops(b, hq, s, d, ms, causal, pairs=None):
     return 4 * b * hq * pairs * d / (ms * 1e-3) / 1e12
 
 
-def variant_case(name: str, q, k, v):
-    """A benchmark variant as `cubridge run` builds it on the rules path: (mode,
-    causal build flag, header, packed aux, reference output, allowed pairs per
-    batch and head)."""
-    from cubridge.attention import Shape
+def rules_build(name: str):
+    """A benchmark variant's spec, rules-path variant and header, as `cubridge run`
+    makes them."""
     from cubridge.bench.commands import load_specs
-    from cubridge.bench.work import count_pairs
     from cubridge.lower.hook_header import generate_header
     from cubridge.pipeline.route import choose_path
     from cubridge.pipeline.variant import rules_variant
-    from cubridge.spec import bind_mods
 
     spec = load_specs([name])[0]
     route = choose_path(spec, fa_sm90)
     if route.plan is None:
         sys.exit(f"{name}: not on the rules path ({route.reason})")
     header = generate_header(route.plan)
-    variant = rules_variant(spec, fa_sm90, header)
+    return spec, rules_variant(spec, fa_sm90, header), header
+
+
+def variant_case(name: str, q, k, v):
+    """A benchmark variant as `cubridge run` builds it on the rules path: (mode,
+    causal build flag, header, packed aux, reference output, allowed pairs per
+    batch and head)."""
+    from cubridge.attention import Shape
+    from cubridge.bench.work import count_pairs
+    from cubridge.spec import bind_mods
+
+    spec, variant, header = rules_build(name)
     b, hq, s, d = q.shape
     shape = Shape(b, hq, k.shape[1], s, k.shape[2], d)
     aux = spec.make_aux(shape, torch.Generator().manual_seed(0), "cuda") if spec.make_aux else {}
@@ -290,6 +337,17 @@ def render(data: dict) -> str:
                 lines.append(f"| {r['candidate']} | {r['mode']} | " + " | ".join(
                     f"{st['epilogue_' + k]:.0f}" for k in EPILOGUE_STEPS)
                     + f" | {st['epilogue']:.0f} |")
+    warp_runs = [r for r in data["runs"] if "warps" in r["summary"]]
+    if warp_runs:
+        lines += ["", "Each consumer warp's waits (mean cycles per tile; warp 0 of each consumer "
+                  "shares SMSP 0 with the producer warp):", "",
+                  "| candidate | mode | consumer | token, warps 0-3 | K, warps 0-3 "
+                  "| V, warps 0-3 |",
+                  "|---|---|---|---|---|---|"]
+        for r in warp_runs:
+            for c, w in r["summary"]["warps"].items():
+                lines.append(f"| {r['candidate']} | {r['mode']} | {c} | " + " | ".join(
+                    " / ".join(f"{x:.0f}" for x in w[f]) for f in WARP_FIELDS) + " |")
     producer_runs = [r for r in data["runs"] if "producer" in r["summary"]]
     if producer_runs:
         keys = ("classify", "wait_q_empty", "wait_k_empty", "wait_v_empty", "staged", "claim")
@@ -308,6 +366,21 @@ def render(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compile_only(args) -> None:
+    """Every build main() would make, compiled into the cache for args.compile_only."""
+    cases = [(macros, causal, None) for _, macros in (args.candidate or [("library", {})])
+             for causal in (False, True)]
+    for name in args.variant:
+        _, variant, header = rules_build(name)
+        cases.append(({}, variant.builds[0].causal, header.text))
+    for macros, causal, header in cases:
+        for trace in (False, True):
+            fa_sm90.compile(args.d, torch.bfloat16, args.compile_only, causal=causal,
+                            hooks_header=header,
+                            source=_source(macros, trace, args.source, args.sides))
+    print(f"compiled {2 * len(cases)} builds for {args.compile_only}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -319,7 +392,17 @@ def main() -> None:
                     help="a benchmark variant (examples/specs name), traced after the candidates")
     ap.add_argument("--source", type=Path, help="kernel source in place of fa_sm90.cu")
     ap.add_argument("--commit", default="")
+    ap.add_argument("--producer-side", action="store_true",
+                    help="also trace the producer (trace_sides.producer_side)")
+    ap.add_argument("--per-warp", action="store_true",
+                    help="also trace each consumer warp's waits (trace_sides.warp_side)")
+    ap.add_argument("--compile-only", metavar="ARCH",
+                    help="build every cubin for ARCH (e.g. sm_90a) into the cache and stop")
     args = ap.parse_args()
+    args.sides = ("producer",) * args.producer_side + ("warp",) * args.per_warp
+    if args.compile_only:
+        compile_only(args)
+        return
     from triton.testing import do_bench  # (GPU machines only)
 
     candidates = args.candidate or [("library", {})]
@@ -345,7 +428,7 @@ def main() -> None:
     for name, macros, mode, causal, header, aux, ref, pairs in cases:
         timed = {}
         for trace in (False, True):
-            source = _source(macros, trace, args.source)
+            source = _source(macros, trace, args.source, args.sides)
             kernel = fa_sm90.launchable(d, torch.bfloat16, "sm_90a", causal=causal,
                                         hooks_header=header, source=source)
             out = torch.full_like(q, float("nan"))
@@ -367,11 +450,14 @@ def main() -> None:
                 consumers = fa_sm90.config(d).block_m // 64
                 rows, cta = _read_trace(kernel, consumers, source)
                 producer_rows = _read_producer_trace(kernel)
+                warp_rows = _read_warp_trace(kernel, consumers)
         num_tiles = b * hq * (-(-s // fa_sm90.config(d).block_m))
         grid = min(num_tiles, torch.cuda.get_device_properties(0).multi_processor_count)
         summary = summarize(rows, cta, grid)
         if producer_rows is not None:
             summary["producer"] = summarize_producer(producer_rows, grid)
+        if warp_rows is not None:
+            summary["warps"] = summarize_warps(warp_rows, rows, grid)
         raw_rows[f"{name}-{mode}"] = rows[:grid].tolist()
         runs.append({"candidate": name, "macros": macros, "mode": mode,
                      "tflops": tflops(b, hq, s, d, timed[False], causal, pairs),
