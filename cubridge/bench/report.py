@@ -114,11 +114,24 @@ def merge_results(runs: Sequence[tuple[dict, list[CaseResult]]], *, median: bool
     meta = dict(runs[0][0])
     meta["merged_from"] = [{k: m[k] for k in ("date", "commit", "command")} for m, _ in runs]
     meta["command"] = " ; ".join(m["command"] for m, _ in runs)
+    meta["timing"] = merged_timing([m.get("timing", "") for m, _ in runs])
     results = [r for _, results in runs for r in results]
     if median:
         results = median_of_repeats(results)
         meta["timing"] = f"{meta['timing']}; each case the median of its runs' times"
     return meta, results
+
+
+def merged_timing(timings: Sequence[str]) -> str:
+    """The timing line of merged runs: theirs where they agree, else each distinct
+    setting with the runs (1-based, in merged_from's order) it timed."""
+    groups: dict[str, list[int]] = {}
+    for i, timing in enumerate(timings, 1):
+        groups.setdefault(timing, []).append(i)
+    if len(groups) == 1:
+        return timings[0]
+    return "; ".join(f"runs {', '.join(map(str, idx))}: {timing}"
+                     for timing, idx in groups.items())
 
 
 def median_of_repeats(results: Sequence[CaseResult]) -> list[CaseResult]:

@@ -15,6 +15,7 @@ from cubridge.bench.report import (
     invocation,
     load_json,
     median_of_repeats,
+    merged_timing,
     write_reports,
 )
 from cubridge.bench.runner import OK, BenchConfig, CaseResult, ImplResult, run_bench
@@ -213,10 +214,19 @@ def test_runs_on_one_device_merge_into_one_report(tmp_path, results):
     assert merged == results
     assert [m["command"] for m in meta["merged_from"]] == ["cubridge bench causal",
                                                            "cubridge bench alibi_causal"]
+    assert meta["timing"] == collect_metadata("x", "cpu", "t")["timing"]
     other = json.loads((second / "results.json").read_text())
     other["meta"]["device"] = "NVIDIA H100 80GB HBM3"
     (second / "results.json").write_text(json.dumps(other))
     assert main(argv) == 2
+
+
+def test_merged_runs_timed_differently_say_which_was_which():
+    # (device_variants.sh times S = 4096 for longer than the other lengths)
+    long, short = "do_bench, warmup 25.0 ms, rep 100.0 ms", "do_bench, warmup 10.0 ms, rep 30.0 ms"
+    assert merged_timing([long, long]) == long
+    assert merged_timing([long, long, short, short, short]) == (
+        f"runs 1, 2: {long}; runs 3, 4, 5: {short}")
 
 
 def _case(times: dict[str, float | str], flops: float = 4e12) -> CaseResult:
