@@ -400,6 +400,10 @@ def main() -> None:
                     help="build every cubin for ARCH (e.g. sm_90a) into the cache and stop")
     args = ap.parse_args()
     args.sides = ("producer",) * args.producer_side + ("warp",) * args.per_warp
+    try:  # (the sides edit the source by exact text: say so here if it has moved)
+        _source({}, True, args.source, args.sides)
+    except ValueError as e:
+        sys.exit(f"tile_trace: {e}")
     if args.compile_only:
         compile_only(args)
         return
