@@ -198,6 +198,7 @@ def refresh(data: dict[str, Any], cuda_source: str) -> tuple[dict[str, Any], lis
     lines = cuda_source.splitlines()
     lost: list[str] = []
     entries = []
+    kept: dict[str, dict[str, Any]] = {}  # entries with a lost range, as recorded
     for e in data["correspondence"]:
         ranges = []
         for (a, b), (first, last) in zip(e["cuda_lines"], e["anchors"], strict=True):
@@ -205,14 +206,20 @@ def refresh(data: dict[str, Any], cuda_source: str) -> tuple[dict[str, Any], lis
             nb = _nearest(lines, last, b + (na - a if na else 0), lo=na or 1)
             if na is None or nb is None:
                 lost.append(f"{e['method']}: lines {a}-{b} ({first!r} .. {last!r})")
+                kept[e["method"]] = e
                 ranges.append([a, b])
             else:
                 ranges.append([na, nb])
         entries.append({**e, "cuda_lines": ranges})
     try:
-        return record(entries, cuda_source, data["kernel_source"]), lost
+        new = record(entries, cuda_source, data["kernel_source"])
     except ValueError as exc:
         return data, [*lost, str(exc)]
+    # A range that could not be relocated keeps its old anchors, so that `check`
+    # goes on failing until it is lifted again (re-anchoring it to whatever text now
+    # sits at the old lines would pass a wrong mapping).
+    new["correspondence"] = [kept.get(e["method"], e) for e in new["correspondence"]]
+    return new, lost
 
 
 def library_correspondence_path(kernel: Any) -> Path:

@@ -45,3 +45,18 @@ def test_a_moved_line_is_stale_and_refresh_relocates_it():
     assert not lost and not stale_entries(new, shifted)
     epilogue = next(e for e in new["correspondence"] if e["method"] == "epilogue")
     assert epilogue["cuda_lines"] == [[first + 1, last + 1]]
+
+
+def test_a_line_refresh_cannot_find_stays_stale():
+    """A recorded line whose text is gone is reported and keeps its old anchors:
+    `check` keeps failing rather than passing a range re-anchored to other text."""
+    kernel = next(k for k in list_kernels() if k.name == "fa_sm80")
+    data = json.loads(library_correspondence_path(kernel).read_text())
+    source = kernel.source.read_text()
+    epilogue = next(e for e in data["correspondence"] if e["method"] == "epilogue")
+    ((first_text, _),) = epilogue["anchors"]
+    edited = source.replace(first_text, "// (rewritten)", 1)
+    new, lost = refresh(data, edited)
+    assert any(m.startswith("epilogue:") for m in lost)
+    assert next(e for e in new["correspondence"] if e["method"] == "epilogue") == epilogue
+    assert any(p.startswith("epilogue:") for p in stale_entries(new, edited))

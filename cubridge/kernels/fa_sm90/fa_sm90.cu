@@ -32,6 +32,7 @@
 // consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_DTYPE_FP16.
 #include <type_traits>
 
+#include "fast_divide.cuh"
 #include "fwd_params.cuh"
 #include "hook_types.cuh"
 #include "sm80_primitives.cuh"
@@ -433,6 +434,13 @@ struct Sm90Params {
   // [next, done]: CTAs past their first tile take the next one of the schedule
   // from `next`; the last CTA to finish zeroes both for the next launch.
   int* tile_counter;
+  // The schedule's divisors (tile_at runs on the producer's and the consumers' way
+  // from one tile to the next, where ~30-instruction divisions cost ~1,000 cycles a
+  // tile on the producer's crowded SMSP: fa_sm90-ab-2026-11-27-fastdiv).
+  cubridge::FastDivisor by_section_tiles;  // section * num_m_blocks
+  cubridge::FastDivisor by_section;        // section
+  cubridge::FastDivisor by_heads_q;        // p.heads_q
+  cubridge::FastDivisor by_group;          // p.heads_q / p.heads_k (q heads per K/V head)
 };
 
 struct Tile {
@@ -443,14 +451,15 @@ struct Tile {
 // (GQA heads that share K/V are neighbours); within a section query blocks run
 // last-first (the longest under causal-like masks), then heads.
 __device__ __forceinline__ Tile tile_at(int t, const Sm90Params& P) {
-  const int per_section = P.section * P.num_m_blocks;
-  const int sec = t / per_section;
-  const int r = t - sec * per_section;
+  const int sec = P.by_section_tiles.divide(t);
+  const int r = t - sec * P.section * P.num_m_blocks;
   const int bh0 = sec * P.section;
   const int sec_size = min(P.section, P.p.batch * P.p.heads_q - bh0);
-  const int mi = r / sec_size;
+  // (only the last section may be short of `section` pairs)
+  const int mi = sec_size == P.section ? P.by_section.divide(r) : r / sec_size;
   const int bh = bh0 + (r - mi * sec_size);
-  return {bh / P.p.heads_q, bh % P.p.heads_q, P.num_m_blocks - 1 - mi};
+  const int b = P.by_heads_q.divide(bh);
+  return {b, bh - b * P.p.heads_q, P.num_m_blocks - 1 - mi};
 }
 
 // The tile's key range [lo, hi). A header whose kv_block_range is the binary search
@@ -670,7 +679,7 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
   int t = blockIdx.x;  // a CTA's first tile is its own index; later ones come from the counter
   for (int iter = 0;; ++iter) {
     const Tile tile = tile_at(t, P);
-    const int h_kv = tile.h / (p.heads_q / p.heads_k);
+    const int h_kv = P.by_group.divide(tile.h);
     // Q goes out before the walk, which may read tables: q_full takes two arrivals,
     // Q's (with its bytes) and the word whether the tile visits any key block.
     const int qb = iter % kQBuffers;

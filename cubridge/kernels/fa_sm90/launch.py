@@ -15,6 +15,7 @@ from cubridge.build.attention_op import KernelInfo
 from cubridge.build.driver import current_raw_stream
 from cubridge.build.errors import LaunchError
 from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
+from cubridge.kernels.fast_divide import FastDivisor, fast_divisor
 
 PANEL_COLS = 64          # TMA box inner size: one 128-byte swizzle span of 16-bit elements
 ROWS_PER_CONSUMER = 64   # the epilogue stores 64-row boxes per consumer warpgroup
@@ -34,7 +35,9 @@ class TensorMap(ctypes.Structure):
 
 
 _SCHEDULE_FIELDS = [("num_m_blocks", ctypes.c_int), ("num_tiles", ctypes.c_int),
-                    ("section", ctypes.c_int), ("tile_counter", ctypes.c_void_p)]
+                    ("section", ctypes.c_int), ("tile_counter", ctypes.c_void_p),
+                    ("by_section_tiles", FastDivisor), ("by_section", FastDivisor),
+                    ("by_heads_q", FastDivisor), ("by_group", FastDivisor)]
 
 
 def _params_struct() -> type[ctypes.Structure]:
@@ -167,4 +170,8 @@ def sm90_launch(info: KernelInfo, entry: str, q: torch.Tensor, k: torch.Tensor,
     grid = (min(tiles, sm_count(q.device.index or 0)), 1, 1)
     prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks, grid[0])
     prm.tile_counter = tile_counter(q.device).data_ptr()
+    prm.by_section_tiles = fast_divisor(prm.section * prm.num_m_blocks)
+    prm.by_section = fast_divisor(prm.section)
+    prm.by_heads_q = fast_divisor(hq)
+    prm.by_group = fast_divisor(hq // hk)
     return Launch(entry, grid, (info.threads, 1, 1), info.smem_bytes, prm)
