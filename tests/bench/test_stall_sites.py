@@ -71,3 +71,13 @@ def test_samples_land_on_call_sites_and_roles(sites):
     text = sites.report(by_site, by_role, total, SOURCE, top=2)
     assert "| 92.64% | consumer | 6: `p = exp2(s);                     // 6` |" in text
     assert "4: `mbar_wait(&k_empty, 0);          // 4`" in text
+
+
+def test_a_csv_without_samples_exits_with_what_to_profile(sites, tmp_path):
+    csv_path = tmp_path / "sass.csv"
+    csv_path.write_text('"Address","Source","Instructions Executed"\n"0x0","NOP","1"\n')
+    fake_nvdisasm = tmp_path / "nvdisasm"
+    fake_nvdisasm.write_text("#!/bin/sh\necho '        /*0000*/                   NOP ;'\n")
+    fake_nvdisasm.chmod(0o755)
+    with pytest.raises(SystemExit, match="SourceCounters"):
+        sites.main([str(csv_path), "--cubin", str(csv_path), "--nvdisasm", str(fake_nvdisasm)])

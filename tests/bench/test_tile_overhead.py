@@ -66,6 +66,19 @@ def test_a_variant_without_a_spec_says_how_to_give_one(overhead, tmp_path):
                                                _row("causal", 512, [0.03])]}))
     with pytest.raises(SystemExit, match="no results for sliding_window_1024"):
         overhead.main([str(results), "--group", "w=causal,sliding_window_1024"])
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"results": [_row("my_window", 256, [0.01])]}))
+    with pytest.raises(SystemExit, match="no spec 'my_window'"):
+        overhead.main([str(unknown)])
+    with pytest.raises(SystemExit, match="as long"):
+        overhead.main([str(_same_length(tmp_path))])
+
+
+def _same_length(tmp_path):
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps({"results": [_row("causal", 512, [0.01]),
+                                            _row("causal", 512, [0.011])]}))
+    return path
 
 
 def test_the_report_names_each_groups_fit(overhead, tmp_path, capsys):

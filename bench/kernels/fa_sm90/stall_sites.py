@@ -134,9 +134,12 @@ def main(argv: list[str] | None = None) -> None:
                                      capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         sys.exit(f"nvdisasm failed on {args.cubin} ({exc}); pass --nvdisasm PATH")
-    source = args.source.read_text()
+    try:
+        source = args.source.read_text()
+        samples = stall_samples(_read(args.sass_csv))
+    except (OSError, ValueError) as exc:
+        sys.exit(f"stall_sites: {exc}")
     chains = inline_chains(disassembly, args.source.name)
-    samples = stall_samples(_read(args.sass_csv))
     if len(samples) != len(chains):
         sys.exit(f"{args.sass_csv} has {len(samples)} instructions, {args.cubin} "
                  f"{len(chains)}: not the profiled build")

@@ -154,11 +154,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the fits here")
     args = ap.parse_args(argv)
 
-    rows = [row for path in args.results for row in json.loads(path.read_text())["results"]]
-    names = sorted({row["variant"] for row in rows})
-    extra = {s.name: s for s in load_specs(args.spec)}
-    specs = {**{s.name: s for s in load_specs([n for n in names if n not in extra])}, **extra}
-    cases = cases_from_results(rows, specs, args.impl)
+    try:
+        rows = [row for path in args.results for row in json.loads(path.read_text())["results"]]
+        names = sorted({row["variant"] for row in rows})
+        extra = {s.name: s for s in load_specs(args.spec)}
+        specs = {**{s.name: s for s in load_specs([n for n in names if n not in extra])},
+                 **extra}
+        cases = cases_from_results(rows, specs, args.impl)
+    except (OSError, KeyError, ValueError) as exc:  # (a missing file or spec, a bad row)
+        sys.exit(f"tile_overhead: {exc}")
     groups = args.group or [("all", names)]
     fits = []
     for label, variants in groups:
@@ -168,7 +172,10 @@ def main(argv: list[str] | None = None) -> None:
         for config in sorted({c.config for c in cases}):
             picked = [c for c in cases if c.config == config and c.variant in variants]
             if picked:
-                fits.append(fit(label, config, picked, args.sms))
+                try:
+                    fits.append(fit(label, config, picked, args.sms))
+                except ValueError as exc:
+                    sys.exit(f"tile_overhead: {exc}")
     print(report(fits))
     if args.json:
         args.json.write_text(json.dumps([{
