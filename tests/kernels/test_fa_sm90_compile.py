@@ -205,3 +205,25 @@ def test_a_register_split_past_the_launch_allocation_does_not_compile():
     source = "#define CUBRIDGE_PRODUCER_REGS 48\n" + fa_sm90.source.read_text()
     with pytest.raises(CompileError, match="claim more registers than the producer releases"):
         fa_sm90.compile(128, torch.bfloat16, "sm_90a", source=source)
+
+
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_a_spilling_build_with_three_consumers_is_refused():
+    """share_question at block_m 192 / block_n 64 spills in the 32-register producer,
+    where ptxas (nvcc 13.0) uses the stack pointer R1 as a general register: on an
+    H100 its first spill store faulted (compute-sanitizer: an out-of-range local
+    address in the key walk; bench/results/fa_sm90-2026-11-27-three-consumers/). The
+    compile refuses such a build with the cause; the same variant at block_m 128 builds."""
+    from cubridge.bench.commands import load_specs
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
+
+    spec = load_specs(["share_question"])[0]
+    header = generate_header(choose_path(spec, fa_sm90).plan).text
+    three = fa_sm90.config_type(block_m=192, block_n=64, stages=2)
+    with pytest.raises(CompileError, match="three consumer warpgroups .* stack pointer"):
+        fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, config=three)
+    two = fa_sm90.config_type(block_m=128, block_n=64, stages=2)
+    built = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, config=two)
+    assert built.cubin()

@@ -16,7 +16,7 @@ import torch
 from cubridge.build.arch import parse_arch
 from cubridge.build.attention_op import KernelInfo
 from cubridge.build.compile import CompiledKernel, compile_cuda
-from cubridge.build.errors import UnsupportedArchError
+from cubridge.build.errors import CompileError, UnsupportedArchError
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels.abi import Launch
 from cubridge.kernels.fa_sm90.launch import ROWS_PER_CONSUMER, sm90_launch
@@ -102,9 +102,29 @@ class FaSm90Kernel(LibraryKernel):
         compiled = super().compile(head_dim, dtype, arch, causal=causal,
                                    hooks_header=hooks_header, config=config, **kwargs)
         if hooks_header is None or kwargs.get("source") is not None:
-            return compiled  # the library's own hooks, or a patched source, as built
-        return self._within_spill_budget(compiled, head_dim, dtype, arch, hooks_header, config,
-                                         kwargs.get("head_dim_v"))
+            built = compiled  # the library's own hooks, or a patched source, as built
+        else:
+            built = self._within_spill_budget(compiled, head_dim, dtype, arch, hooks_header,
+                                              config, kwargs.get("head_dim_v"))
+        self._refuse_spilling_three_consumers(built, config or self.config(head_dim))
+        return built
+
+    def _refuse_spilling_three_consumers(self, compiled: CompiledKernel,
+                                         config: Sm90TileConfig) -> None:
+        """Three consumer warpgroups leave the producer warp 32 registers, and there
+        nvcc 13.0's ptxas uses the stack pointer (R1) as a general register: a build
+        that spills then faults at its first spill store (an out-of-range local
+        address; NOTES.md, "Three consumers must not spill"). Refused here, before it
+        can reach a GPU."""
+        res = compiled.resources_of(self.entry)
+        if config.consumer_warpgroups == 3 and res.spills:
+            raise CompileError(
+                f"{self.name}: this build has three consumer warpgroups (block_m "
+                f"{config.block_m}) and spills ({res.spill_text(f'{res.registers} registers')}); "
+                "with three consumers the producer warp keeps 32 registers, where nvcc "
+                "13.0's ptxas reuses the stack pointer and the first spill store faults. "
+                "Build it with block_m 128 (two consumers), or make it fit without spills",
+                [], compiled.log)
 
     def _within_spill_budget(self, compiled: CompiledKernel, head_dim: int, dtype: torch.dtype,
                              arch: str, hooks_header: str, config: Any,
