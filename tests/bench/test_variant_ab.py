@@ -5,6 +5,7 @@ into the cache on a machine without a GPU, so that the device call finds them al
 from __future__ import annotations
 
 import sys
+import tarfile
 
 import pytest
 from fa_sm90_scripts import load_fa_sm90_script
@@ -39,6 +40,16 @@ def test_compile_only_builds_every_side_into_the_cache(tmp_path, monkeypatch, ca
     assert len(entries) == 2 * len(spec.dtypes)  # each side, each dtype
     variant_ab.main()  # a second run builds nothing new
     assert sorted(p.name for p in (cache / "cubin").glob("*/*")) == entries
+    # --pack: exactly these entries, relative to the cache root, for the device's cache
+    archive = tmp_path / "ab.tar.xz"
+    monkeypatch.setattr(sys, "argv", sys.argv + ["--pack", str(archive)])
+    variant_ab.main()
+    assert f"packed {len(entries)} cache entries" in capsys.readouterr().out
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert sorted({n.split("/")[2] for n in names if n.count("/") >= 2}) == entries
+    assert all(n.startswith("cubin/") for n in names)
+    assert any(n.endswith("/kernel.cubin") for n in names)
 
 
 def test_out_is_required_for_a_timed_run(monkeypatch, capsys):
@@ -47,3 +58,12 @@ def test_out_is_required_for_a_timed_run(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         variant_ab.main()
     assert "--out is required unless --compile-only" in capsys.readouterr().err
+
+
+def test_pack_goes_with_compile_only(monkeypatch, capsys, tmp_path):
+    variant_ab = load_fa_sm90_script("variant_ab")
+    monkeypatch.setattr(sys, "argv", ["variant_ab.py", "causal", "--header", "a=x",
+                                      "--out", str(tmp_path), "--pack", str(tmp_path / "c.tar.xz")])
+    with pytest.raises(SystemExit):
+        variant_ab.main()
+    assert "--pack goes with --compile-only" in capsys.readouterr().err

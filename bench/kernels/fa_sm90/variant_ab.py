@@ -18,7 +18,10 @@ of the metadata's (an A/B of tile shapes).
 Device time is short: `--compile-only sm_90a` builds every cubin of the A/B into
 the cache ($CUBRIDGE_CACHE_DIR) on a machine without a GPU and stops; carry that
 folder to the device and run the same command there without the flag (nvcc then
-finds every build cached: bench/results/fa_sm90-ab-2026-11-26-open-early/).
+finds every build cached: bench/results/fa_sm90-ab-2026-11-26-open-early/). With
+`--pack ARCHIVE.tar.xz` it also writes exactly the A/B's cache entries there (a few
+MB: a whole cache soon outgrows what a device call carries); on the device,
+`tar -C "$CUBRIDGE_CACHE_DIR" -xJf ARCHIVE.tar.xz` before the timed run.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,7 +41,7 @@ from cubridge.bench.peers import Impl, Prepared
 from cubridge.bench.report import collect_metadata, invocation, write_reports
 from cubridge.bench.runner import BenchConfig, head_config, run_case
 from cubridge.bench.timing import TimingSettings, do_bench_timer
-from cubridge.build.compile import cache_root
+from cubridge.build.compile import CompiledKernel, cache_root
 from cubridge.build.driver import device_arch
 from cubridge.kernels import get_kernel
 from cubridge.lower.hook_header import generate_header
@@ -61,6 +65,21 @@ def _impl(name: str, variant: CompiledVariant) -> Impl:
     return Impl(name, prepare, f"{variant.kernel.name} with this header")
 
 
+def pack_cache_entries(kernels: list[CompiledKernel], archive: Path) -> int:
+    """Write the cache directories of `kernels` to `archive` (.tar.xz), as paths
+    relative to the cache root; returns how many."""
+    root = cache_root().resolve()
+    dirs = sorted({k.directory.resolve() for k in kernels})
+    outside = [d for d in dirs if not d.is_relative_to(root)]
+    if outside:
+        raise SystemExit(f"--pack: {outside[0]} is not under the cache root {root}")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:xz") as tar:
+        for d in dirs:
+            tar.add(d, arcname=str(d.relative_to(root)))
+    return len(dirs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="+")
@@ -73,9 +92,14 @@ def main() -> None:
     ap.add_argument("--kernel", default="fa_sm90", help="the library kernel (default fa_sm90)")
     ap.add_argument("--compile-only", metavar="ARCH",
                     help="build every cubin for ARCH (e.g. sm_90a) into the cache and stop")
+    ap.add_argument("--pack", type=Path, metavar="ARCHIVE",
+                    help="with --compile-only: also write the A/B's cache entries to ARCHIVE "
+                         "(.tar.xz), to unpack into $CUBRIDGE_CACHE_DIR on the device")
     args = ap.parse_args()
     if args.out is None and not args.compile_only:
         ap.error("--out is required unless --compile-only")
+    if args.pack and not args.compile_only:
+        ap.error("--pack goes with --compile-only")
 
     lib = get_kernel(args.kernel)
     arch = args.compile_only or device_arch(torch.device("cuda"))
@@ -100,9 +124,12 @@ def main() -> None:
                                           source=(folder / lib.source.name).read_text())
             variants[spec.name, label] = variant
     with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(lambda v: v.compile(arch), variants.values()))
+        compiled = list(pool.map(lambda v: v.compile(arch), variants.values()))
     if args.compile_only:
         print(f"built {len(variants)} variants for {arch} in {cache_root()}")
+        if args.pack:
+            kernels = [kernel for builds in compiled for _, _, kernel in builds]
+            print(f"packed {pack_cache_entries(kernels, args.pack)} cache entries into {args.pack}")
         return
     for v in variants.values():
         v.prepare("cuda")
