@@ -82,3 +82,27 @@ def test_summary_md_is_written_with_ours_and_rendered_by_the_script(tmp_path):
     assert script.stdout.strip() == summary.strip()
     peers_only = [case("causal", 1024, sdpa=400.0)]
     assert "summary" not in write_reports(tmp_path / "peers", meta, peers_only)
+
+
+def test_vs_causal_takes_a_peers_own_causal_and_names_bad_input(tmp_path, capsys):
+    """bench/vs_causal.py: ours against our causal by default; `--impl NAME` a peer
+    against its own causal; a missing file or an impl without results is a clear
+    usage error, not a traceback."""
+    import runpy
+
+    meta = collect_metadata("cubridge bench causal", "cpu", "test")
+    json_path = str(write_reports(tmp_path / "run", meta, RESULTS)["json"])
+    vs_causal = runpy.run_path(str(ROOT / "bench" / "vs_causal.py"))["main"]
+    assert vs_causal([json_path]) == 0
+    assert "| prefix_lm | llama2_7b | 4096 | 560 | 600 | 93% | 85% | met |" in \
+        capsys.readouterr().out
+    assert vs_causal([json_path, "--impl", "flex_flash"]) == 0
+    out = capsys.readouterr().out
+    assert "| variant | config | S | flex_flash | causal |" in out
+    assert "| prefix_lm | llama2_7b | 4096 | 625 | 620 | 101% | 85% | met |" in out
+    assert "| document_causal | llama2_7b | 4096 | 300 | 620 | 48% | 85% | NOT met |" in out
+    for argv, message in (([str(tmp_path / "nope.json")], "no such results file"),
+                          ([json_path, "--impl", "nobody"], "no verified nobody results")):
+        with pytest.raises(SystemExit):
+            vs_causal(argv)
+        assert message in capsys.readouterr().err
