@@ -40,3 +40,11 @@ def test_a_failed_round_is_named_not_averaged(ab_table):
     lines = ab_table.table(rows, medians=True).splitlines()
     assert lines[2].endswith("| 600 | mismatch |")
     assert lines[3].endswith("| error | 650 |")  # (no baseline: no change quoted)
+
+
+def test_the_summary_spans_the_cases_changes(ab_table):
+    rows = [_row("causal", {"head": [600.0], "new": [630.0]}),
+            _row("softcap", {"head": [500.0], "new": [490.0]}),
+            _row("window", {"head": [400.0], "new": [404.0]}),
+            _row("doc", {"head": [400.0], "new": ["mismatch"]})]  # (left out)
+    assert ab_table.change_summary(rows) == "new: median +1.0%, -2.0% to +5.0% over 3 cases"
