@@ -7,6 +7,7 @@ Spec whose reference evaluates its own mods densely in float64.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -120,32 +121,52 @@ def half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch
     return {"gate16": gate, "bias16": bias}
 
 
-def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+def _aux_names(*mods: Callable | None) -> frozenset[str]:
+    """The aux tensors the mods take (their keyword-only parameters)."""
+    import inspect
+
+    return frozenset(p.name for mod in mods if mod is not None
+                     for p in inspect.signature(mod).parameters.values()
+                     if p.kind == p.KEYWORD_ONLY)
+
+
+def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device,
+            names: frozenset[str] | None = None) -> dict[str, torch.Tensor]:
+    """The test variants' aux tensors, or those of `names` only: the pair tensors
+    (heads x S x S) took most of each plan_hooks call when every variant made them."""
     s, bsz = max(shape.sq, shape.sk), shape.b
-    lengths = []
-    doc = torch.empty(bsz, s, dtype=torch.int32)
-    for bi in range(bsz):
-        pos, d = 0, 0
-        while pos < s:
-            n = int(torch.randint(max(1, s // 8), max(2, s // 2), (1,), generator=gen))
-            doc[bi, pos:pos + n] = d
-            lengths.append(n)
-            pos, d = pos + n, d + 1
-    q_len, a_len = max(1, s // 4), max(1, s // 8)
-    seg = torch.zeros(bsz, s, dtype=torch.int32)
-    for pos in range(q_len, s):
-        seg[:, pos] = 1 + (pos - q_len) // a_len
-    aux = {
-        "prefix_len": torch.tensor(s // 4, dtype=torch.int64),
-        "far_prefix": torch.tensor(2**25 + s // 4, dtype=torch.int64),
-        "doc_id": doc,
-        "segment": seg,
-        "slope": torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq),
-        "rel_bias": torch.randn(shape.hq, 2 * s - 1, generator=gen),
-        "log_s": torch.tensor(math.log(s), dtype=torch.float32),
-        **half_precision_aux(s, shape.hq, gen),
-        **pair_mask_aux(s, shape.hq, bsz, gen),
-    }
+
+    def want(*keys: str) -> bool:
+        return names is None or any(k in names for k in keys)
+
+    aux: dict[str, torch.Tensor] = {}
+    if want("doc_id"):
+        doc = torch.empty(bsz, s, dtype=torch.int32)
+        for bi in range(bsz):
+            pos, d = 0, 0
+            while pos < s:
+                n = int(torch.randint(max(1, s // 8), max(2, s // 2), (1,), generator=gen))
+                doc[bi, pos:pos + n] = d
+                pos, d = pos + n, d + 1
+        aux["doc_id"] = doc
+    if want("segment"):
+        q_len, a_len = max(1, s // 4), max(1, s // 8)
+        seg = torch.zeros(bsz, s, dtype=torch.int32)
+        for pos in range(q_len, s):
+            seg[:, pos] = 1 + (pos - q_len) // a_len
+        aux["segment"] = seg
+    aux["prefix_len"] = torch.tensor(s // 4, dtype=torch.int64)
+    aux["far_prefix"] = torch.tensor(2**25 + s // 4, dtype=torch.int64)
+    aux["slope"] = torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq)
+    if want("rel_bias"):
+        aux["rel_bias"] = torch.randn(shape.hq, 2 * s - 1, generator=gen)
+    aux["log_s"] = torch.tensor(math.log(s), dtype=torch.float32)
+    if want("gate16", "bias16"):
+        aux.update(half_precision_aux(s, shape.hq, gen))
+    if want("links", "links8"):
+        aux.update(pair_mask_aux(s, shape.hq, bsz, gen))
+    if names is not None:
+        aux = {n: t for n, t in aux.items() if n in names}
     return {n: t.to(device) for n, t in aux.items()}
 
 
@@ -191,7 +212,8 @@ def make_spec(name: str, mask_mod: Callable | None = None, score_mod: Callable |
 
     return Spec(
         name=name, description=f"test variant {name}", path=None, reference=reference,
-        make_aux=_mk_aux, configs=[LLAMA2_7B, QWEN25_72B], seq_lens=[1024, 2048],
+        make_aux=functools.partial(_mk_aux, names=_aux_names(mask_mod, score_mod)),
+        configs=[LLAMA2_7B, QWEN25_72B], seq_lens=[1024, 2048],
         dtypes=[torch.bfloat16], tolerances={torch.bfloat16: Tolerance(2e-2, 2e-2)},
         mask_mod=mask_mod, score_mod=score_mod, normalizer=normalizer,  # type: ignore[arg-type]
         returns_lse=normalizer == "softmax",
