@@ -67,3 +67,44 @@ def test_pack_goes_with_compile_only(monkeypatch, capsys, tmp_path):
     with pytest.raises(SystemExit):
         variant_ab.main()
     assert "--pack goes with --compile-only" in capsys.readouterr().err
+
+
+def test_a_run_cut_short_keeps_the_cases_it_finished(tmp_path, monkeypatch):
+    """A device call's time limit can stop an A/B before its reports: the cases done
+    so far are on disk after each one, marked partial; a finished run is not."""
+    import json
+
+    from cubridge.bench.runner import BenchConfig, CaseResult, ImplResult
+
+    variant_ab = load_fa_sm90_script("variant_ab")
+    (spec,) = load_specs(["causal"])
+    calls = []
+
+    class Cut(Exception):
+        pass
+
+    def fake_run_case(spec, cfg, s, impls, config, timer, stop_at=None):
+        calls.append(s)
+        if stop_at is not None and len(calls) == stop_at:
+            raise Cut
+        return CaseResult(spec.name, cfg.name, s, 1, cfg.hq, cfg.hk, cfg.d, s * s // 2, 0.5,
+                          "causal", 2.0 * s * s * cfg.d, "test",
+                          [ImplResult("a#1", "ok", 1.0, 1.0)])
+
+    config = BenchConfig(seq_lens=[1024, 2048, 4096], configs=["llama2_7b"])
+    out = tmp_path / "ab"
+    monkeypatch.setattr(variant_ab, "do_bench_timer", lambda settings: None)  # (no triton here)
+    monkeypatch.setattr(variant_ab, "run_case", lambda *a: fake_run_case(*a, stop_at=3))
+    with pytest.raises(Cut):
+        variant_ab.run_and_report([(spec, [])], config, out, "test")
+    partial = json.loads((out / "results.json").read_text())
+    assert [r["seq_len"] for r in partial["results"]] == [1024, 2048]
+    assert "PARTIAL: 2 of 3 cases" in partial["meta"]["timing"]
+    assert "PARTIAL: 2 of 3 cases" in (out / "results.md").read_text()
+
+    calls.clear()
+    monkeypatch.setattr(variant_ab, "run_case", lambda *a: fake_run_case(*a))
+    variant_ab.run_and_report([(spec, [])], config, out, "test")
+    done = json.loads((out / "results.json").read_text())
+    assert [r["seq_len"] for r in done["results"]] == [1024, 2048, 4096]
+    assert "PARTIAL" not in done["meta"]["timing"]

@@ -21,7 +21,9 @@ folder to the device and run the same command there without the flag (nvcc then
 finds every build cached: bench/results/fa_sm90-ab-2026-11-26-open-early/). With
 `--pack ARCHIVE.tar.xz` it also writes exactly the A/B's cache entries there (a few
 MB: a whole cache soon outgrows what a device call carries); on the device,
-`tar -C "$CUBRIDGE_CACHE_DIR" -xJf ARCHIVE.tar.xz` before the timed run.
+`tar -C "$CUBRIDGE_CACHE_DIR" -xJf ARCHIVE.tar.xz` before the timed run. A timed
+run writes the cases it has finished after each one (results.json / .md, marked
+PARTIAL until the last), so a call cut short by its time limit keeps them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ import torch
 
 from cubridge.bench.commands import load_specs
 from cubridge.bench.peers import Impl, Prepared
-from cubridge.bench.report import collect_metadata, invocation, write_reports
+from cubridge.bench.report import (
+    collect_metadata,
+    invocation,
+    render_markdown,
+    write_json,
+    write_reports,
+)
 from cubridge.bench.runner import BenchConfig, head_config, run_case
 from cubridge.bench.timing import TimingSettings, do_bench_timer
 from cubridge.build.compile import CompiledKernel, cache_root
@@ -145,14 +153,30 @@ def main() -> None:
 def run_and_report(cases: list[tuple[Spec, list[Impl]]], config: BenchConfig, out: Path,
                    how: str) -> None:
     """Each spec's impls through the bench loop at every config and length of
-    `config` (the reference first, every output verified), then the reports."""
+    `config` (the reference first, every output verified), then the reports. The
+    cases done so far are written after each one (results.json / .md, marked
+    partial), so that a run cut short by a device call's time limit keeps them."""
     timer = do_bench_timer(TimingSettings())
-    results = [run_case(spec, head_config(spec, cfg_name), s, impls, config, timer)
-               for spec, impls in cases for cfg_name in config.configs for s in config.seq_lens]
     meta = collect_metadata(invocation(sys.argv), "cuda",
                             f"triton.testing.do_bench, median, L2 flushed; {how}")
+    todo = [(spec, cfg_name, s, impls)
+            for spec, impls in cases for cfg_name in config.configs for s in config.seq_lens]
+    results = []
+    for spec, cfg_name, s, impls in todo:
+        results.append(run_case(spec, head_config(spec, cfg_name), s, impls, config, timer))
+        if len(results) < len(todo):
+            write_partial(out, meta, results, len(todo))
     for path in write_reports(out, meta, results).values():
         print(path)
+
+
+def write_partial(out: Path, meta: dict, results: list, total: int) -> None:
+    """results.json and results.md of the cases done so far, saying how many."""
+    partial = {**meta, "timing": f"{meta['timing']}; PARTIAL: {len(results)} of {total} cases "
+                                 "(the run did not finish)"}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", partial, results)
+    (out / "results.md").write_text(render_markdown(partial, results))
 
 
 if __name__ == "__main__":
