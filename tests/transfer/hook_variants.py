@@ -15,6 +15,7 @@ import torch
 
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, Shape
 from cubridge.spec.model import Spec, Tolerance
+from cubridge.spec.mods import aux_parameters
 
 
 def causal(b, h, q, k):
@@ -121,26 +122,18 @@ def half_precision_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch
     return {"gate16": gate, "bias16": bias}
 
 
-def _aux_names(*mods: Callable | None) -> frozenset[str]:
-    """The aux tensors the mods take (their keyword-only parameters)."""
-    import inspect
-
-    return frozenset(p.name for mod in mods if mod is not None
-                     for p in inspect.signature(mod).parameters.values()
-                     if p.kind == p.KEYWORD_ONLY)
-
-
-def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device,
-            names: frozenset[str] | None = None) -> dict[str, torch.Tensor]:
-    """The test variants' aux tensors, or those of `names` only: the pair tensors
-    (heads x S x S) took most of each plan_hooks call when every variant made them."""
+def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device, *,
+            names: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The aux tensors of `names` (what a test variant's mods take): made for every
+    variant, the pair tensors (heads x S x S) took most of each plan_hooks call."""
     s, bsz = max(shape.sq, shape.sk), shape.b
-
-    def want(*keys: str) -> bool:
-        return names is None or any(k in names for k in keys)
-
-    aux: dict[str, torch.Tensor] = {}
-    if want("doc_id"):
+    aux: dict[str, torch.Tensor] = {
+        "prefix_len": torch.tensor(s // 4, dtype=torch.int64),
+        "far_prefix": torch.tensor(2**25 + s // 4, dtype=torch.int64),
+        "slope": torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq),
+        "log_s": torch.tensor(math.log(s), dtype=torch.float32),
+    }
+    if "doc_id" in names:
         doc = torch.empty(bsz, s, dtype=torch.int32)
         for bi in range(bsz):
             pos, d = 0, 0
@@ -149,25 +142,19 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device,
                 doc[bi, pos:pos + n] = d
                 pos, d = pos + n, d + 1
         aux["doc_id"] = doc
-    if want("segment"):
+    if "segment" in names:
         q_len, a_len = max(1, s // 4), max(1, s // 8)
         seg = torch.zeros(bsz, s, dtype=torch.int32)
         for pos in range(q_len, s):
             seg[:, pos] = 1 + (pos - q_len) // a_len
         aux["segment"] = seg
-    aux["prefix_len"] = torch.tensor(s // 4, dtype=torch.int64)
-    aux["far_prefix"] = torch.tensor(2**25 + s // 4, dtype=torch.int64)
-    aux["slope"] = torch.exp2(-8.0 * (torch.arange(shape.hq) + 1) / shape.hq)
-    if want("rel_bias"):
+    if "rel_bias" in names:
         aux["rel_bias"] = torch.randn(shape.hq, 2 * s - 1, generator=gen)
-    aux["log_s"] = torch.tensor(math.log(s), dtype=torch.float32)
-    if want("gate16", "bias16"):
+    if names & {"gate16", "bias16"}:
         aux.update(half_precision_aux(s, shape.hq, gen))
-    if want("links", "links8"):
+    if names & {"links", "links8"}:
         aux.update(pair_mask_aux(s, shape.hq, bsz, gen))
-    if names is not None:
-        aux = {n: t for n, t in aux.items() if n in names}
-    return {n: t.to(device) for n, t in aux.items()}
+    return {n: t.to(device) for n, t in aux.items() if n in names}
 
 
 def dense_attention(q, k, v, *, mask_mod=None, score_mod=None, normalizer="softmax",
@@ -184,11 +171,7 @@ def dense_attention(q, k, v, *, mask_mod=None, score_mod=None, normalizer="softm
     ki = torch.arange(sk).view(1, 1, 1, sk)
 
     def take(fn):
-        import inspect
-
-        names = [p.name for p in inspect.signature(fn).parameters.values()
-                 if p.kind == p.KEYWORD_ONLY]
-        return {n: aux[n] for n in names}
+        return {n: aux[n] for n in aux_parameters(fn)}
 
     if score_mod is not None:
         s = score_mod(s, bi, hi, qi, ki, **take(score_mod)).double()
@@ -212,7 +195,8 @@ def make_spec(name: str, mask_mod: Callable | None = None, score_mod: Callable |
 
     return Spec(
         name=name, description=f"test variant {name}", path=None, reference=reference,
-        make_aux=functools.partial(_mk_aux, names=_aux_names(mask_mod, score_mod)),
+        make_aux=functools.partial(_mk_aux, names=frozenset(
+            n for mod in (mask_mod, score_mod) if mod is not None for n in aux_parameters(mod))),
         configs=[LLAMA2_7B, QWEN25_72B], seq_lens=[1024, 2048],
         dtypes=[torch.bfloat16], tolerances={torch.bfloat16: Tolerance(2e-2, 2e-2)},
         mask_mod=mask_mod, score_mod=score_mod, normalizer=normalizer,  # type: ignore[arg-type]
