@@ -13,7 +13,9 @@ The cache ($CUBRIDGE_CACHE_DIR, else ~/.cache/cubridge) is keyed by the source,
 the hooks header, every header under kernels/common and the source's directory,
 arch, defines, flags, the nvcc version and (with use_cutlass) the nvidia-cutlass
 version; each entry keeps kernel.cubin, resources.json, build.log, recipe.json
-(the exact nvcc command) and the sources. Errors: CompileError (each diagnostic
+(the exact nvcc command) and the sources. A leading comment block (a generated
+header's provenance) is not in the key. Independent builds run at once with
+jobs.build_all / start_builds ($CUBRIDGE_BUILD_JOBS, default the CPUs). Errors: CompileError (each diagnostic
 as file:line, generated headers named as such), NvccNotFoundError,
 UnsupportedArchError, NoGpuError, LaunchError.
 

@@ -1,6 +1,11 @@
 """nvcc -> cubin, cached by content: (source, hooks header, every local header,
 arch, defines, flags, nvcc version, CUTLASS version). Each artifact directory
-keeps the cubin with its ptxas resource report, build log and exact inputs."""
+keeps the cubin with its ptxas resource report, build log and exact inputs.
+
+The source's and the hooks header's leading comment blocks are left out of the
+key (their line count stays in): a generated header's first lines name the spec
+and its path, and a spec moved, renamed or checked out elsewhere builds the
+same kernel."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ COMMON_DIR = KERNELS_DIR / "common"
 DEFAULT_HOOKS_DIR = COMMON_DIR / "default_hooks"
 HOOKS_HEADER = "cubridge_hooks.cuh"
 BASE_FLAGS = ("-cubin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas=-v")
-_FORMAT = 2  # bump when the artifact layout or key recipe changes (2: callee spills)
+_FORMAT = 3  # bump when the artifact layout or key recipe changes (3: leading comments out)
 _HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".cu", ".inl")
 
 
@@ -83,6 +88,18 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _code_digest(text: str) -> str:
+    """Digest of `text` with each line of its leading `//` comment block emptied:
+    documentation, not code. The line count stays, so -lineinfo's line table is
+    the same for every text that shares the key."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith("//"):
+            break
+        lines[i] = "//"
+    return _digest("\n".join(lines).encode())
+
+
 def _headers_digest(dirs: Sequence[Path]) -> dict[str, str]:
     """Content hash of every header under the include dirs we own (CUTLASS is
     keyed by its package version instead)."""
@@ -128,8 +145,8 @@ def compile_cuda(
     nvcc = find_nvcc()
     recipe = {
         "format": _FORMAT,
-        "source": _digest(source_text.encode()),
-        "hooks": _digest(hooks_text.encode()),
+        "source": _code_digest(source_text),
+        "hooks": _code_digest(hooks_text),
         "generated_hooks": hooks_header is not None,
         "headers": _headers_digest([COMMON_DIR, *local_dirs]),
         "arch": arch,

@@ -17,6 +17,7 @@ in the format both paths share, cubridge.rundir.lower_record).
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 
 from cubridge.build import CompileError
+from cubridge.build.jobs import build_all, finished_builds
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES, KernelResources
 from cubridge.kernels import KernelBuild, LibraryKernel
@@ -98,11 +100,10 @@ def source_resources(lib: LibraryKernel, builds: list[KernelBuild], dtype: torch
                      arch: str) -> dict[str, Any]:
     """ptxas's report of the unmodified library kernel for each build (its
     default hooks): what the variant's register budget is relative to."""
-    out = {}
-    for build in builds:
-        ck = lib.compile_build(reference_build(lib, build), dtype, arch)
-        out[build_name(build)] = ck.resources_of(lib.entry)
-    return out
+    compiled = build_all([functools.partial(lib.compile_build, reference_build(lib, build),
+                                            dtype, arch) for build in builds])
+    return {build_name(build): ck.resources_of(lib.entry)
+            for build, ck in zip(builds, compiled, strict=True)}
 
 
 def reference_build(lib: LibraryKernel, build: KernelBuild) -> KernelBuild:
@@ -236,9 +237,11 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
     edited = apply_edits(lib.source.read_text(), edits)
     lowered = Lowered(edited, len(edits))
     compiled = []
-    for build in builds:
+    builds_run = finished_builds([functools.partial(lib.compile_build, build, dtype, arch,
+                                                    source=edited) for build in builds])
+    for build, future in zip(builds, builds_run, strict=True):
         try:
-            ck = lib.compile_build(build, dtype, arch, source=edited)
+            ck = future.result()
         except CompileError as exc:
             raise Rejected(compile_error_feedback(exc, edited, lib.source.name, build)) from None
         res = ck.resources_of(lib.entry)

@@ -20,6 +20,7 @@ cubridge_hooks.cuh.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from cubridge.attention import Shape, default_scale
 from cubridge.build.attention_op import call_attention_fwd, check_inputs, register
 from cubridge.build.compile import CompiledKernel
 from cubridge.build.driver import device_arch, require_cuda_device
+from cubridge.build.jobs import build_all
 from cubridge.kernels import KernelBuild, LibraryKernel, get_kernel
 from cubridge.lower.hook_header import HookHeader, generate_header
 from cubridge.rundir import (
@@ -88,15 +90,14 @@ class CompiledVariant:
                         for i, (n, t) in enumerate(aux.items())]}
 
     def compile(self, arch: str) -> list[tuple[KernelBuild, torch.dtype, CompiledKernel]]:
-        """Compile (cached) every build in every dtype of the spec the entry takes."""
-        out = []
-        for build in self.builds:
-            for dtype in self.spec.dtypes:
-                if dtype not in self.kernel.metadata.dtypes:
-                    continue
-                out.append((build, dtype, self.kernel.compile_build(
-                    build, dtype, arch, hooks_header=self.hooks_header, source=self.source)))
-        return out
+        """Compile (cached) every build in every dtype of the spec the entry takes,
+        the builds at once (cubridge.build.jobs)."""
+        wanted = [(build, dtype) for build in self.builds for dtype in self.spec.dtypes
+                  if dtype in self.kernel.metadata.dtypes]
+        compiled = build_all([functools.partial(
+            self.kernel.compile_build, build, dtype, arch, hooks_header=self.hooks_header,
+            source=self.source) for build, dtype in wanted])
+        return [(build, dtype, c) for (build, dtype), c in zip(wanted, compiled, strict=True)]
 
     def prepare(self, device: torch.device | str = "cuda") -> CompiledVariant:
         """Compile and register every build on `device`'s architecture."""

@@ -32,3 +32,28 @@ def test_document_boundaries_leave_one_consumers_rows_unreached(block_stats):
     st = block_stats(load_specs(["document_causal"])[0], 2048)
     assert 0 < st["one_consumer_empty"] <= st["partial"] <= st["visited"] <= 16
     assert 0.5 < st["pairs_used"] < 1
+
+
+def test_the_tile_cost_for_a_bar_gives_that_ratio_to_causal():
+    script = load_fa_sm90_script("block_stats")
+    causal = {"visited": 16.5, "allowed": 1000.0}
+    window = {"visited": 7.88, "allowed": 437.0}  # sliding_window_1024's counts at S = 4096
+    need = script.tile_cost_for(window, causal, 0.85)
+    assert 1.2 < need < 1.35
+    assert script.ratio_to_causal(window, causal, need) == pytest.approx(0.85)
+    # shorter tiles lose more to each block of fixed cost
+    assert script.ratio_to_causal(window, causal, need + 0.5) < 0.85
+    assert script.tile_cost_for(causal, causal, 0.85) == float("inf")  # met at any cost
+    short = {"visited": 6.0, "allowed": 250.0}  # under the bar even with tiles for free
+    assert script.tile_cost_for(short, causal, 0.85) < 0
+    assert script.ratio_to_causal(short, causal, 0.0) < 0.85
+
+
+def test_bars_table_rows_come_from_the_spec_masks():
+    table = load_fa_sm90_script("block_stats").bars_table(
+        ["document_causal", "alibi_causal"], 1024, seeds=2)
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()
+            if line.startswith("| ") and "variant" not in line}
+    assert set(rows) == {"document_causal", "alibi_causal"}
+    assert rows["alibi_causal"].endswith("| 85% | any |")  # causal's blocks and pairs
+    assert "| 80% | <= " in rows["document_causal"] or "| 80% | none |" in rows["document_causal"]

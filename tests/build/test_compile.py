@@ -49,6 +49,18 @@ def test_cache_key_covers_source_hooks_defines_and_arch(tmp_path):
     assert "Used" in first.log
 
 
+def test_a_headers_leading_comments_are_not_in_the_key(tmp_path):
+    """A generated header's first lines name its spec's path: the same hooks from
+    another checkout are a cache hit. Code, and the line count, stay in the key."""
+    build = lambda hooks: compile_cuda(SCALE_KERNEL, cache_dir=tmp_path, arch="sm_80",
+                                       hooks_header=hooks, defines={"FACTOR": 2})
+    here = build(f"// hooks for spec 'relu' (/work/main/relu.py).\n{HOOKS}")
+    elsewhere = build(f"// hooks for spec 'relu2' (/tmp/clone/relu.py).\n{HOOKS}")
+    assert elsewhere.from_cache and elsewhere.key == here.key
+    assert build(f"//\n//\n{HOOKS}").key != here.key  # one more line: another line table
+    assert build(f"// hooks\n{HOOKS}// a trailing comment is code's\n").key != here.key
+
+
 def test_a_partial_cache_entry_is_built_again(tmp_path):
     """A cache folder that lost its ptxas report (a copy or clean-up cut short)
     is a miss, not a FileNotFoundError at load time."""

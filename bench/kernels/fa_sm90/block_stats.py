@@ -7,7 +7,14 @@ only, the share of the computed pairs the mask allows, and the share of the tens
 work products on the reached halves alone would save. These bound the masked
 variants' speed against causal's (NOTES.md, per-tile cost).
 
+With --bars, each variant's ratio to causal (TFLOP/s on allowed pairs) as the
+counts alone give it, were every visited block to cost the same and every tile
+b blocks more (fixed cost: Q, the boundary, the epilogue), and the largest b at
+which issue 14's bar (cubridge.bench.summary.Targets) is met; documents are
+random, so their counts are averaged over seeds.
+
     python bench/kernels/fa_sm90/block_stats.py causal sliding_window_1024 --s 4096
+    python bench/kernels/fa_sm90/block_stats.py --bars sliding_window_1024 document_causal
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import torch
 
 from cubridge.attention import Shape
 from cubridge.bench.commands import load_specs
+from cubridge.bench.summary import Targets
 from cubridge.spec import bind_mods, dense_mask
 
 ROWS_PER_CONSUMER = 64
@@ -48,11 +56,70 @@ def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int 
     }
 
 
+def allowed_pairs(spec, s: int, seed: int = 0) -> int:
+    aux = spec.make_aux(Shape(1, 1, 1, s, s, 128), torch.Generator().manual_seed(seed), "cpu") \
+        if spec.make_aux else {}
+    return int(dense_mask(bind_mods(spec, aux), 1, 1, s, s)[0, 0].sum())
+
+
+def ratio_to_causal(variant: dict, causal: dict, tile_cost: float) -> float:
+    """TFLOP/s on allowed pairs against causal's, at equal cost per visited block
+    and `tile_cost` blocks more per tile (both have s / block_m tiles)."""
+    return (variant["allowed"] / causal["allowed"]) * \
+        (causal["visited"] + tile_cost) / (variant["visited"] + tile_cost)
+
+
+def tile_cost_for(variant: dict, causal: dict, bar: float) -> float:
+    """The largest per-tile cost (in blocks) at which the ratio reaches `bar`:
+    inf where it does at any cost, a negative number where it does at none."""
+    r = variant["allowed"] / causal["allowed"]
+    if r >= bar:
+        return float("inf")
+    return (r * causal["visited"] - bar * variant["visited"]) / (bar - r)
+
+
+def bar_counts(spec, s: int, seeds: int) -> dict:
+    """Visited blocks per tile and allowed pairs, averaged over `seeds` masks."""
+    runs = [(block_stats(spec, s, seed=i)["visited"], allowed_pairs(spec, s, seed=i))
+            for i in range(seeds)]
+    return {"visited": sum(v for v, _ in runs) / seeds, "allowed": sum(a for _, a in runs) / seeds}
+
+
+def bars_table(variants: list[str], s: int, seeds: int = 8,
+               tile_costs: tuple[float, ...] = (0.0, 1.0, 1.5)) -> str:
+    targets = Targets()
+    causal = bar_counts(load_specs(["causal"])[0], s, 1)
+    lines = [f"S = {s}, 128 x 128 tiles; causal visits {causal['visited']:.2f} blocks a tile. "
+             "Ratio to causal at b blocks of fixed cost per tile (equal cost per block), "
+             "and the largest b meeting the bar:", "",
+             "| variant | blocks visited | allowed pairs / causal's | "
+             + " | ".join(f"ratio at b = {b:g}" for b in tile_costs) + " | bar | b for the bar |",
+             "|---|---|---|" + "---|" * len(tile_costs) + "---|---|"]
+    for spec in load_specs(variants):
+        bar = targets.causal_bar(spec.name)
+        if bar is None:
+            continue
+        counts = bar_counts(spec, s, seeds if spec.make_aux else 1)
+        need = tile_cost_for(counts, causal, bar)
+        need_text = "any" if need == float("inf") else "none" if need < 0 else f"<= {need:.2f}"
+        lines.append(f"| {spec.name} | {counts['visited']:.2f} | "
+                     f"{counts['allowed'] / causal['allowed']:.3f} | "
+                     + " | ".join(f"{ratio_to_causal(counts, causal, b):.1%}" for b in tile_costs)
+                     + f" | {bar:.0%} | {need_text} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--s", type=int, default=4096)
+    ap.add_argument("--bars", action="store_true",
+                    help="ratios to causal by per-tile cost, and the cost each bar allows")
+    ap.add_argument("--seeds", type=int, default=8, help="masks averaged (random aux only)")
     args = ap.parse_args()
+    if args.bars:
+        print(bars_table(args.variants, args.s, args.seeds))
+        return
     print(f"S = {args.s}, 128 x 128 tiles, two consumers of 64 rows; per query tile:\n")
     print("| variant | blocks visited | masked (PARTIAL) | one consumer's rows not reached "
           "| allowed share of computed pairs | consumer blocks reaching one half "
