@@ -15,9 +15,9 @@ arch, defines, flags, the nvcc version and (with use_cutlass) the nvidia-cutlass
 version; each entry keeps kernel.cubin, resources.json, build.log, recipe.json
 (the exact nvcc command) and the sources. A leading comment block (a generated
 header's provenance) is not in the key. Independent builds run at once with
-jobs.build_all / start_builds ($CUBRIDGE_BUILD_JOBS, default the CPUs). Errors: CompileError (each diagnostic
-as file:line, generated headers named as such), NvccNotFoundError,
-UnsupportedArchError, NoGpuError, LaunchError.
+jobs.build_all / start_builds ($CUBRIDGE_BUILD_JOBS, default the CPUs).
+Errors: CompileError (each diagnostic as file:line, generated headers named as
+such), NvccNotFoundError, UnsupportedArchError, NoGpuError, LaunchError.
 
 Run a library attention kernel: cubridge.kernels.attention(...) or a
 LibraryKernel's attention(...), or LibraryKernel.launchable(...) (an

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 from attn_gym_corpus import CORPUS, NOT_TAKEN, SMALL, TAKEN, Case, Size
+from build_ahead import builds_ahead
 
 from cubridge.attention import HeadConfig, Shape
-from cubridge.build.jobs import start_builds
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels import get_kernel
 from cubridge.lower.hook_header import generate_header
@@ -171,24 +171,18 @@ def _build_at_128(c: Case, kernel_name: str):
 
 @pytest.fixture(scope="module")
 def corpus_builds(request):
-    """The builds of the compile tests this session selected, started together
-    (cubridge.build.jobs: nvcc on every core); each test waits for its own."""
-    selected = [item.callspec.params for item in request.session.items
-                if item.module is request.module
-                and item.originalname == "test_taken_mods_compile_within_the_spill_budget"]
-    keys = [(p["c"].name, p["kernel_name"]) for p in selected]
-    builds = [_build_at_128(p["c"], p["kernel_name"]) for p in selected]
-    return dict(zip(keys, start_builds(builds), strict=True))
+    return builds_ahead(request, "test_taken_mods_compile_within_the_spill_budget",
+                        lambda p: _build_at_128(p["c"], p["kernel_name"]))
 
 
 @pytest.mark.nvcc
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_name", list(KERNELS))
 @pytest.mark.parametrize("c", TAKEN, ids=_ids(TAKEN))
-def test_taken_mods_compile_within_the_spill_budget(c, kernel_name, corpus_builds):
-    """At D = 128, the head dim of the benchmark's configs."""
+def test_taken_mods_compile_within_the_spill_budget(c, kernel_name, corpus_builds, request):
+    """At D = 128, the head dim of the benchmark's configs (built ahead, together)."""
     kernel = get_kernel(kernel_name)
-    compiled = corpus_builds[(c.name, kernel_name)].result()
+    compiled = corpus_builds[request.node.callspec.id].result()
     entry = kernel.metadata.entry
     budget = next((b for (k, name), b in SPILL_EXCEPTIONS.items()
                    if k == kernel_name and c.name.startswith(name)), SPILL_BUDGET_BYTES)

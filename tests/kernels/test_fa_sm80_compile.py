@@ -5,10 +5,12 @@ hook headers written to docs/hooks.md compile into it."""
 from __future__ import annotations
 
 import ctypes
+import functools
 from pathlib import Path
 
 import pytest
 import torch
+from build_ahead import builds_ahead  # (tests/, on the path by its conftest)
 
 from cubridge.build import compile_cuda
 from cubridge.build.resources import LIBRARY_SPILL_BYTES
@@ -22,12 +24,20 @@ HOOKS = Path(__file__).parent / "hooks"
 ARCHS = fa_sm80.metadata.compile_only_archs
 
 
+@pytest.fixture(scope="module")
+def library_builds(request):
+    return builds_ahead(request, "test_library_kernel_stays_within_its_register_budget",
+                        lambda p: functools.partial(fa_sm80.compile, p["d"], p["dtype"],
+                                                    p["arch"], causal=p["causal"]))
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_library_kernel_stays_within_its_register_budget(arch, d, dtype, causal):
-    compiled = fa_sm80.compile(d, dtype, arch, causal=causal)
+def test_library_kernel_stays_within_its_register_budget(arch, d, dtype, causal,
+                                                         library_builds, request):
+    compiled = library_builds[request.node.callspec.id].result()
     entry = fa_sm80.metadata.entry
     for name in (entry, f"{entry}_long"):  # the launcher's two entry points
         res = compiled.resources_of(name)
@@ -39,13 +49,20 @@ def test_library_kernel_stays_within_its_register_budget(arch, d, dtype, causal)
     assert b"cubridge_visit_cap" in compiled.cubin()
 
 
+@pytest.fixture(scope="module")
+def hook_builds(request):
+    return builds_ahead(request, "test_hook_headers_compile_into_the_kernel",
+                        lambda p: functools.partial(fa_sm80.compile, 128, torch.bfloat16,
+                                                    p["arch"],
+                                                    hooks_header=(HOOKS / p["header"]).read_text()))
+
+
 @pytest.mark.parametrize("header", sorted(p.name for p in HOOKS.glob("*.cuh")))
 @pytest.mark.parametrize("arch", ARCHS)
-def test_hook_headers_compile_into_the_kernel(header, arch):
+def test_hook_headers_compile_into_the_kernel(header, arch, hook_builds, request):
     """Headers that use every hook point compile (D=128 is at the 255-register
     limit, so heavy hooks may spill a little: reported in the artifact, not failed)."""
-    compiled = fa_sm80.compile(128, torch.bfloat16, arch,
-                                   hooks_header=(HOOKS / header).read_text())
+    compiled = hook_builds[request.node.callspec.id].result()
     res = compiled.resources_of(fa_sm80.metadata.entry)
     assert res.registers <= 255
     assert (compiled.directory / "resources.json").is_file()

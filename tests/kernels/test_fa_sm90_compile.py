@@ -8,12 +8,14 @@ picks it on Hopper only."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import inspect
 import re
 from pathlib import Path
 
 import pytest
 import torch
+from build_ahead import builds_ahead  # (tests/, on the path by its conftest)
 
 from cubridge.build import compile_cuda
 from cubridge.build.errors import CompileError, UnsupportedArchError
@@ -35,6 +37,22 @@ def _check_clean(compiled, what: str) -> None:
     assert not notes, f"{what}: ptxas {notes}"
 
 
+@pytest.fixture(scope="module")
+def library_builds(request):
+    return builds_ahead(request, "test_library_builds_are_clean",
+                        lambda p: functools.partial(fa_sm90.compile, p["build"][0],
+                                                    p["build"][1], "sm_90a",
+                                                    causal=p["build"][2]))
+
+
+@pytest.fixture(scope="module")
+def hook_builds(request):
+    return builds_ahead(request, "test_hook_headers_compile_clean",
+                        lambda p: functools.partial(fa_sm90.compile, 128, torch.bfloat16,
+                                                    "sm_90a",
+                                                    hooks_header=(HOOKS / p["header"]).read_text()))
+
+
 @pytest.mark.slow  # nvcc builds (as fa_sm80's compile tests)
 @pytest.mark.nvcc
 @pytest.mark.parametrize("build", [(128, torch.bfloat16, False), (128, torch.bfloat16, True),
@@ -42,9 +60,9 @@ def _check_clean(compiled, what: str) -> None:
                                    (128, torch.float16, False)],
                          ids=["d128-bf16-full", "d128-bf16-causal", "d64-bf16-full-3wg",
                               "d64-bf16-causal", "d128-fp16-full"])
-def test_library_builds_are_clean(build):
+def test_library_builds_are_clean(build, library_builds, request):
     d, dtype, causal = build
-    compiled = fa_sm90.compile(d, dtype, "sm_90a", causal=causal)
+    compiled = library_builds[request.node.callspec.id].result()
     _check_clean(compiled, f"D{d} {dtype} causal={causal}")
     cubin = compiled.cubin()
     assert b"cubridge_kernel_info" in cubin
@@ -67,11 +85,10 @@ def test_the_tile_trace_build_stays_clean():
 @pytest.mark.slow  # nvcc builds (as fa_sm80's compile tests)
 @pytest.mark.nvcc
 @pytest.mark.parametrize("header", sorted(p.name for p in HOOKS.glob("*.cuh")))
-def test_hook_headers_compile_clean(header):
+def test_hook_headers_compile_clean(header, hook_builds, request):
     """Headers using every hook point (score_mod with aux, mask_mod, EMPTY blocks,
     an elementwise normaliser) keep the pipeline as clean as the default hooks."""
-    compiled = fa_sm90.compile(128, torch.bfloat16, "sm_90a",
-                               hooks_header=(HOOKS / header).read_text())
+    compiled = hook_builds[request.node.callspec.id].result()
     _check_clean(compiled, header)
 
 
