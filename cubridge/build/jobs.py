@@ -1,6 +1,7 @@
 """Independent builds at once. nvcc runs as a subprocess, so threads are enough
-to keep every core busy; a variant's dtypes, a bench's variants and a corpus of
-specs each compile in about the time of their slowest build instead of the sum.
+to keep every core busy: a variant's dtypes (`CompiledVariant.compile`), the LLM
+path's builds of an edit and the test modules' compile checks each take about the
+time of their slowest build instead of the sum.
 
 $CUBRIDGE_BUILD_JOBS caps how many run together (default: the CPUs this
 process may use; 1 builds one after another)."""
