@@ -47,6 +47,7 @@ def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int 
     computed = visited.unsqueeze(1).expand_as(halves)
     one_half = computed & (halves == 1)
     return {
+        "allowed": allowed.sum().item(),
         "visited": visited.sum().item() / tiles,
         "partial": (visited & ~whole.all(dim=1)).sum().item() / tiles,
         "one_consumer_empty": (visited & ~reached.all(dim=1)).sum().item() / tiles,
@@ -54,12 +55,6 @@ def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int 
         "one_half": one_half.sum().item() / tiles,
         "half_saving": one_half.sum().item() / (2 * computed.sum().item()),
     }
-
-
-def allowed_pairs(spec, s: int, seed: int = 0) -> int:
-    aux = spec.make_aux(Shape(1, 1, 1, s, s, 128), torch.Generator().manual_seed(seed), "cpu") \
-        if spec.make_aux else {}
-    return int(dense_mask(bind_mods(spec, aux), 1, 1, s, s)[0, 0].sum())
 
 
 def ratio_to_causal(variant: dict, causal: dict, tile_cost: float) -> float:
@@ -80,9 +75,8 @@ def tile_cost_for(variant: dict, causal: dict, bar: float) -> float:
 
 def bar_counts(spec, s: int, seeds: int) -> dict:
     """Visited blocks per tile and allowed pairs, averaged over `seeds` masks."""
-    runs = [(block_stats(spec, s, seed=i)["visited"], allowed_pairs(spec, s, seed=i))
-            for i in range(seeds)]
-    return {"visited": sum(v for v, _ in runs) / seeds, "allowed": sum(a for _, a in runs) / seeds}
+    runs = [block_stats(spec, s, seed=i) for i in range(seeds)]
+    return {key: sum(run[key] for run in runs) / seeds for key in ("visited", "allowed")}
 
 
 def bars_table(variants: list[str], s: int, seeds: int = 8,
