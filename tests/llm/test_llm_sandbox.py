@@ -92,10 +92,19 @@ def run(source: str, **kwargs):
     return run_generated(source, **kwargs)
 
 
-def test_result_comes_back_with_isolation_report():
+@pytest.fixture(params=["forked", "spawned"])
+def process(request, monkeypatch):
+    """The sandbox process both ways: forked from a warm server (the default) and
+    spawned fresh (CUBRIDGE_SANDBOX_FORK=0, and where a server cannot start)."""
+    monkeypatch.setenv("CUBRIDGE_SANDBOX_FORK", "1" if request.param == "forked" else "0")
+    return "forked from a warm server" if request.param == "forked" else "spawned"
+
+
+def test_result_comes_back_with_isolation_report(process):
     result = run("def f(a, b=1):\n    print('hello')\n    return [a, b]\n", call="f", args=(3,),
                  kwargs={"b": 4})  # fmt: skip
     assert result.value == [3, 4] and result.stdout == "hello\n"
+    assert result.isolation["process"] == process
     assert result.isolation["RLIMIT_AS"] == str(2048 * 1024 * 1024)
     assert result.isolation["audit_hook"] == "installed"
     assert result.isolation["network"].startswith(("enforced", "not enforced"))
@@ -109,7 +118,7 @@ def test_trusted_entry_gets_the_module():
         run("def f():\n    return lambda: 1\n", call="f")
 
 
-def test_exception_names_the_generated_line():
+def test_exception_names_the_generated_line(process):
     source = "def helper(x):\n    return x[5]\n\ndef f():\n    return helper([1, 2])\n"
     with pytest.raises(SandboxError) as err:
         run(source, call="f")
@@ -120,7 +129,7 @@ def test_exception_names_the_generated_line():
 
 
 @pytest.mark.slow
-def test_endless_loop_times_out_at_its_line():
+def test_endless_loop_times_out_at_its_line(process):
     source = "def f():\n    n = 0\n    while True:\n        n += 1\n"
     with pytest.raises(SandboxError) as err:
         run(source, call="f", limits=SandboxLimits(timeout_s=1.5))
@@ -128,14 +137,14 @@ def test_endless_loop_times_out_at_its_line():
     assert "timed out after 1.5s at line" in str(err.value)
 
 
-def test_memory_limit():
+def test_memory_limit(process):
     with pytest.raises(SandboxError) as err:
         run("def f():\n    return bytearray(8 * 1024 ** 3)\n", call="f")
     assert err.value.kind == "memory" and err.value.line == 2
 
 
 @pytest.mark.slow
-def test_cpu_limit_kills_with_sigxcpu():
+def test_cpu_limit_kills_with_sigxcpu(process):
     source = "def f():\n    while True:\n        pass\n"
     with pytest.raises(SandboxError) as err:
         run(source, call="f", limits=SandboxLimits(timeout_s=20, cpu_s=1))
@@ -147,7 +156,7 @@ def test_static_check_runs_first():
         run_generated("import os\n")
 
 
-def test_no_keys_or_proxies_in_the_environment(monkeypatch):
+def test_no_keys_or_proxies_in_the_environment(process, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     source = "import os\ndef f():\n    return dict(os.environ)\n"  # os: static check skipped
@@ -158,7 +167,7 @@ def test_no_keys_or_proxies_in_the_environment(monkeypatch):
 
 
 @pytest.mark.slow
-def test_audit_hook_refuses_network_processes_and_outside_writes(tmp_path):
+def test_audit_hook_refuses_network_processes_and_outside_writes(process, tmp_path):
     # The static check would refuse these; skip it to test the second line of defence.
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

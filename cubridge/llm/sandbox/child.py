@@ -1,4 +1,5 @@
-"""The sandbox process: `python -m cubridge.llm.sandbox.child JOB_DIR`.
+"""The sandbox process: `python -m cubridge.llm.sandbox.child JOB_DIR`, or `main`
+called in a child forked from a warm server (forkserver.py).
 
 Trusted code that runs in the child before the generated code does. In order:
 isolate the network (a new user + network namespace, where the kernel allows

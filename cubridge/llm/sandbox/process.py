@@ -1,8 +1,9 @@
 """Running generated code in a separate process, with limits.
 
 `run_generated(source, ...)` checks the source statically, writes it to a job
-folder, and runs it in a fresh Python process (sandbox/child.py) that loads
-it as a module and calls a trusted entry point on it. The outcome comes back
+folder, and runs it in a sandbox process (sandbox/child.py: forked from a warm
+server, sandbox/forkserver.py, or spawned fresh) that loads it as a module and
+calls a trusted entry point on it. The outcome comes back
 pickled; a failure is a `SandboxError` naming the line of the generated file.
 
 What is enforced:
@@ -37,6 +38,7 @@ from typing import Any
 
 import cubridge
 from cubridge.llm.errors import SandboxError
+from cubridge.llm.sandbox import forkserver
 from cubridge.llm.sandbox.static_check import CUIR_MODULES, check_source
 
 _PACKAGE_ROOT = str(Path(cubridge.__file__).resolve().parent.parent)
@@ -155,11 +157,48 @@ def _run_job(
         },
     }
     (job_dir / "job.pkl").write_bytes(pickle.dumps(job))
+    env = sandbox_env(job_dir, limits.threads)
     start = time.perf_counter()
+    server = forkserver.take_server(preload, _server_env(env))
+    if server is not None:
+        try:
+            returncode, stdout, stderr = _run_forked(server, job_dir, limits, filename, source)
+            forkserver.give_back(server)
+        except forkserver.ForkServerError:
+            forkserver.discard(server)  # a broken server: this job runs in a fresh process
+            server = None
+    if server is None:
+        returncode, stdout, stderr = _run_spawned(job_dir, env, limits, filename, source)
+    wall = time.perf_counter() - start
+    result_path = job_dir / "result.pkl"
+    if returncode != 0 or not result_path.exists():
+        _raise_crash(filename, returncode, stderr, source_path, source, limits)
+    outcome = pickle.loads(result_path.read_bytes())
+    if not outcome["ok"]:
+        line = outcome["line"]
+        at = _where(line, source)
+        raise SandboxError(
+            f"{filename}: {outcome['type']}: {outcome['message']}{at}",
+            kind=outcome["kind"],
+            line=line,
+        )
+    isolation = {**outcome["isolation"],
+                 "process": "forked from a warm server" if server else "spawned"}
+    return SandboxResult(outcome["value"], stdout, stderr, wall, isolation)
+
+
+def _server_env(env: dict[str, str]) -> dict[str, str]:
+    """The job's environment less its own folder: what a fork server is keyed by."""
+    return {k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")}
+
+
+def _run_spawned(job_dir: Path, env: dict[str, str], limits: SandboxLimits, filename: str,
+                 source: str) -> tuple[int, str, str]:
+    """A fresh Python process for the job: (exit code, stdout, stderr)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "cubridge.llm.sandbox.child", str(job_dir)],
         cwd=job_dir,
-        env=sandbox_env(job_dir, limits.threads),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -177,27 +216,50 @@ def _run_job(
             pass
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        line = _last_line_in(stderr, source_path)
-        at = _where(line, source)
-        raise SandboxError(
-            f"{filename}: timed out after {limits.timeout_s:g}s{at} (an endless loop?)",
-            kind="timeout",
-            line=line,
-        ) from None
-    wall = time.perf_counter() - start
-    result_path = job_dir / "result.pkl"
-    if proc.returncode != 0 or not result_path.exists():
-        _raise_crash(filename, proc.returncode, stderr, source_path, source, limits)
-    outcome = pickle.loads(result_path.read_bytes())
-    if not outcome["ok"]:
-        line = outcome["line"]
-        at = _where(line, source)
-        raise SandboxError(
-            f"{filename}: {outcome['type']}: {outcome['message']}{at}",
-            kind=outcome["kind"],
-            line=line,
-        )
-    return SandboxResult(outcome["value"], stdout, stderr, wall, outcome["isolation"])
+        _raise_timeout(filename, source, job_dir / filename, stderr, limits)
+    return proc.returncode, stdout, stderr
+
+
+def _run_forked(server: forkserver.ForkServer, job_dir: Path, limits: SandboxLimits,
+                filename: str, source: str) -> tuple[int, str, str]:
+    """The job in a child of a warm fork server: (exit code, stdout, stderr)."""
+    pid = server.start_job(job_dir)
+    try:
+        returncode = server.wait_job(limits.timeout_s)
+        if returncode is None:
+            os.kill(pid, signal.SIGUSR1)  # ask for a stack dump, then kill
+            if server.wait_job(0.3) is None:
+                os.killpg(pid, signal.SIGKILL)
+                server.wait_job(None)
+    except forkserver.ForkServerError:
+        _kill_group(pid)  # the server is gone: its child must not outlive it
+        raise
+    if returncode is None:
+        forkserver.give_back(server)
+        _raise_timeout(filename, source, job_dir / filename, _read(job_dir / "stderr"), limits)
+    return returncode, _read(job_dir / "stdout"), _read(job_dir / "stderr")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _raise_timeout(filename: str, source: str, source_path: Path, stderr: str,
+                   limits: SandboxLimits) -> None:
+    line = _last_line_in(stderr, source_path)
+    at = _where(line, source)
+    raise SandboxError(
+        f"{filename}: timed out after {limits.timeout_s:g}s{at} (an endless loop?)",
+        kind="timeout",
+        line=line,
+    ) from None
 
 
 def _raise_crash(
