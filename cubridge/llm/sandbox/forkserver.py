@@ -141,6 +141,7 @@ def take_server(preload: Sequence[str], env: dict[str, str]) -> ForkServer | Non
             server = idle.pop()
             if server.alive():
                 return server
+            _every.remove(server)  # died while idle
             server.close()
     try:
         server = ForkServer(key, preload, env)
