@@ -4,6 +4,7 @@ validation with errors that name the source, and no secrets in files."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,13 @@ def test_provider_factory_errors():
         make_provider(load_config({"provider": "command"}, NOCONF))
     with pytest.raises(ConfigError, match="needs a transcript directory"):
         make_provider(load_config({"provider": "replay"}, NOCONF))
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_missing_client_library_says_which_package_to_install(kind, monkeypatch):
+    monkeypatch.setitem(sys.modules, kind, None)  # as if not installed: import raises
+    config = load_config({"provider": kind, "model": "m", "base_url": "http://x/v1"}, NOCONF)
+    with pytest.raises(ConfigError) as err:
+        make_provider(config, environ={"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"})
+    assert f"provider {kind!r} needs the {kind!r} package" in str(err.value)
+    assert "pip install 'cubridge[llm]'" in str(err.value)

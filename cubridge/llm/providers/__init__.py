@@ -36,12 +36,25 @@ def api_key(config: LLMConfig, environ: Mapping[str, str] | None = None) -> str 
     )
 
 
+def _require_sdk(kind: str) -> None:
+    """The provider's client library (the `llm` extra), or a ConfigError saying how to get it."""
+    try:
+        __import__(kind)
+    except ImportError as exc:
+        raise ConfigError(
+            f"provider {kind!r} needs the {kind!r} package, which is not installed ({exc}): "
+            f"pip install 'cubridge[llm]' (or pip install {kind})"
+        ) from None
+
+
 def make_provider(
     config: LLMConfig, *, run_dir: Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Provider:
     kind = config.require_provider()
     if kind in ("openai", "anthropic") and not config.model:
         raise ConfigError(f"provider {kind!r} needs a model: pass --llm-model or set model")
+    if kind in ("openai", "anthropic"):
+        _require_sdk(kind)
     if kind == "openai":
         from cubridge.llm.providers.openai_chat import OpenAIChatProvider
 
