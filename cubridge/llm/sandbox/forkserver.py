@@ -64,7 +64,10 @@ class ForkServer:
                 cwd=self.home, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=log, start_new_session=True)
         self._pending = b""
-        line = self._line(time.monotonic() + _START_TIMEOUT_S)
+        try:
+            line = self._line(time.monotonic() + _START_TIMEOUT_S)
+        except ForkServerError:
+            line = "(it exited)"
         if line != "ready":
             err = self._stderr_tail()
             self.close()
@@ -78,7 +81,7 @@ class ForkServer:
         except OSError as exc:
             raise ForkServerError(f"the sandbox fork server is gone: {exc}") from None
         line = self._line(time.monotonic() + 30.0)
-        if not line.startswith("pid "):
+        if line is None or not line.startswith("pid "):
             raise ForkServerError(f"the sandbox fork server answered {line!r}: "
                                   f"{self._stderr_tail()}")
         return int(line.split()[1])
