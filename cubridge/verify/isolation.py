@@ -1,6 +1,12 @@
-"""Running an untrusted candidate in a worker process (spawned, not forked),
-one call at a time, with a timeout. A crash, a hang or a CUDA error ends the
-worker, not the verifier; the next call starts a fresh worker.
+"""Running an untrusted candidate in a worker process, one call at a time, with
+a timeout. A crash, a hang or a CUDA error ends the worker, not the verifier;
+the next call starts a fresh worker.
+
+Workers are never forked from the verifier (its CUDA context must not be
+shared): on Linux they come from multiprocessing's fork server, a clean
+process that has imported torch once and never touches CUDA, so a worker
+starts without torch's import; elsewhere, or with CUBRIDGE_SANDBOX_FORK=0,
+each is spawned afresh.
 
 The worker also blocks sockets (best effort: it keeps honest code from the
 network; it is not a security sandbox).
@@ -9,8 +15,10 @@ network; it is not a security sandbox).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import socket
+import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -19,6 +27,17 @@ from cubridge.spec.inputs import Inputs
 from cubridge.verify.candidate import CallOutcome, ImplRef, resolve_impl, run_candidate
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch in a fresh process
+_PRELOAD = ["torch", "cubridge.verify.isolation"]
+
+
+def worker_context() -> mp.context.BaseContext:
+    """Where workers come from: the fork server (torch preloaded) or spawn."""
+    if (sys.platform.startswith("linux") and os.environ.get("CUBRIDGE_SANDBOX_FORK", "1") != "0"
+            and "forkserver" in mp.get_all_start_methods()):
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
 
 
 # Messages go as plain pickles: Connection.send would share tensors through
@@ -35,7 +54,15 @@ def _no_network(*args: object, **kwargs: object) -> None:
     raise PermissionError("network access is disabled while verifying a candidate")
 
 
-def _worker(conn: Connection, impl_ref: ImplRef, spec_path: str | None) -> None:
+def _worker(conn: Connection, impl_blob: bytes, spec_path: str | None,
+            caller: tuple[list[str], str, dict[str, str]]) -> None:
+    # A fork server's child starts with the server's sys.path, cwd and environment:
+    # take the verifier's present ones before the impl is unpickled (imported) here.
+    path, cwd, environ = caller
+    sys.path[:] = path
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(environ)
     socket.socket = _no_network  # type: ignore[assignment,misc]
     socket.create_connection = _no_network  # type: ignore[assignment]
 
@@ -46,7 +73,7 @@ def _worker(conn: Connection, impl_ref: ImplRef, spec_path: str | None) -> None:
         return load(spec_path)
 
     try:
-        impl = resolve_impl(impl_ref, load_spec)
+        impl = resolve_impl(pickle.loads(impl_blob), load_spec)
     except Exception as exc:
         _send(conn, ("failed", f"could not load the impl: {type(exc).__name__}: {exc}"))
         return
@@ -81,9 +108,12 @@ class IsolatedRunner:
         self.load_failure: str | None = None  # the impl does not load: no use retrying
 
     def _start(self) -> str | None:
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         parent, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker, args=(child, self.impl_ref, self.spec_path),
+        caller = (list(sys.path), os.getcwd(), dict(os.environ))
+        self.process = ctx.Process(target=_worker,
+                                   args=(child, pickle.dumps(self.impl_ref), self.spec_path,
+                                         caller),
                                    daemon=True, name="cubridge-verify-worker")
         self.process.start()
         child.close()

@@ -66,6 +66,30 @@ def test_isolated_impl_that_does_not_load_fails_every_case_once():
                for c in report.cases)
 
 
+@pytest.mark.slow
+def test_a_worker_takes_the_verifiers_present_path_cwd_and_environment(tmp_path, monkeypatch):
+    """Workers may come from a fork server started earlier: a module folder, a working
+    folder and an environment variable set after it must still reach the impl."""
+    spec = load(SPEC_DIR / "causal.py")
+    shapes = [Shape(1, 2, 1, 17, 17, 16)]
+    assert verify(spec, "verify_candidates:eager_causal", shapes=shapes, dtypes=["bf16"],
+                  isolate=True, seed=0).passed  # (starts the fork server, where there is one)
+    (tmp_path / "late_candidate.py").write_text(
+        "import os\n"
+        "from verify_candidates import eager_causal\n"
+        "def impl(q, k, v, scale=None):\n"
+        "    assert os.environ['CUBRIDGE_TEST_LATE'] == 'set', 'environment'\n"
+        "    assert os.path.exists('marker.txt'), 'working folder'\n"
+        "    return eager_causal(q, k, v, scale)\n")
+    (tmp_path / "marker.txt").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUBRIDGE_TEST_LATE", "set")
+    report = verify(spec, "late_candidate:impl", shapes=shapes, dtypes=["bf16"], isolate=True,
+                    seed=0)
+    assert report.passed, report.table()
+
+
 def test_unpicklable_impl_is_refused_clearly():
     spec = load(SPEC_DIR / "causal.py")
     with pytest.raises(ValueError, match="cannot be pickled"):
