@@ -3,10 +3,10 @@ a timeout. A crash, a hang or a CUDA error ends the worker, not the verifier;
 the next call starts a fresh worker.
 
 Workers are never forked from the verifier (its CUDA context must not be
-shared): on Linux they come from multiprocessing's fork server, a clean
-process that has imported torch once and never touches CUDA, so a worker
-starts without torch's import; elsewhere, or with CUBRIDGE_SANDBOX_FORK=0,
-each is spawned afresh.
+shared): where the LLM sandbox forks (Linux; not with CUBRIDGE_SANDBOX_FORK=0)
+they come from multiprocessing's fork server, a clean process that has imported
+torch once and never touches CUDA, so a worker starts without torch's import;
+elsewhere each is spawned afresh.
 
 The worker also blocks sockets (best effort: it keeps honest code from the
 network; it is not a security sandbox).
@@ -18,10 +18,10 @@ import multiprocessing as mp
 import os
 import pickle
 import socket
-import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from cubridge.llm.sandbox.forkserver import fork_enabled
 from cubridge.spec import load
 from cubridge.spec.inputs import Inputs
 from cubridge.verify.candidate import CallOutcome, ImplRef, resolve_impl, run_candidate
@@ -31,9 +31,9 @@ _PRELOAD = ["torch", "cubridge.verify.isolation"]
 
 
 def worker_context() -> mp.context.BaseContext:
-    """Where workers come from: the fork server (torch preloaded) or spawn."""
-    if (sys.platform.startswith("linux") and os.environ.get("CUBRIDGE_SANDBOX_FORK", "1") != "0"
-            and "forkserver" in mp.get_all_start_methods()):
+    """Where workers come from: the fork server (torch preloaded) or spawn, by the
+    sandbox's own switch (CUBRIDGE_SANDBOX_FORK)."""
+    if fork_enabled() and "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         return ctx
@@ -55,12 +55,10 @@ def _no_network(*args: object, **kwargs: object) -> None:
 
 
 def _worker(conn: Connection, impl_blob: bytes, spec_path: str | None,
-            caller: tuple[list[str], str, dict[str, str]]) -> None:
-    # A fork server's child starts with the server's sys.path, cwd and environment:
-    # take the verifier's present ones before the impl is unpickled (imported) here.
-    path, cwd, environ = caller
-    sys.path[:] = path
-    os.chdir(cwd)
+            environ: dict[str, str]) -> None:
+    # multiprocessing hands a fork server's child the verifier's sys.path and cwd, not
+    # its environment: take the present one. The impl is unpickled (imported) here, so
+    # that one that does not load is a clear error, not a worker dead at start.
     os.environ.clear()
     os.environ.update(environ)
     socket.socket = _no_network  # type: ignore[assignment,misc]
@@ -110,10 +108,9 @@ class IsolatedRunner:
     def _start(self) -> str | None:
         ctx = worker_context()
         parent, child = ctx.Pipe()
-        caller = (list(sys.path), os.getcwd(), dict(os.environ))
         self.process = ctx.Process(target=_worker,
                                    args=(child, pickle.dumps(self.impl_ref), self.spec_path,
-                                         caller),
+                                         dict(os.environ)),
                                    daemon=True, name="cubridge-verify-worker")
         self.process.start()
         child.close()
