@@ -23,6 +23,7 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
+from cubridge.lower.distance_tables import DistanceTable, distance_tables, spellings
 from cubridge.lower.key_runs import render_key_runs
 from cubridge.lower.pair_reads import (
     aligned_pair_rows,
@@ -47,7 +48,7 @@ class AuxSlot:
     name: str
     dtype: torch.dtype
     rank: int
-    source: Literal["spec", "captured", "block_kinds", "kv_ranges"]
+    source: Literal["spec", "captured", "block_kinds", "kv_ranges", "distance_table"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class HookHeader:
     slots: tuple[AuxSlot, ...]
     plan: HookPlan
     pair_slots: tuple[int, ...] = ()  # the mods' pair reads (pair_reads.py)
+    distance_tables: tuple[DistanceTable, ...] = ()  # score_mod's tabulated terms
 
     def manifest(self) -> dict[str, object]:
         """JSON-able description of the aux slots and the table tiling."""
@@ -78,6 +80,10 @@ class HookHeader:
         if device is None and aux:
             device = next(iter(aux.values())).device
         aux = self.plan.with_captured(aux, torch.device(device) if device is not None else None)
+        if self.distance_tables:
+            where = torch.device(device) if device is not None else torch.device("cpu")
+            tables = {**tables, **{t.name: t.build(shape, aux, where)
+                                   for t in self.distance_tables}}
         out = []
         for s in self.slots:
             t = aux.get(s.name) if s.source in ("spec", "captured") else tables[s.name]
@@ -95,10 +101,12 @@ class HookHeader:
         return out
 
 
-def _slots(plan: HookPlan) -> tuple[AuxSlot, ...]:
+def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...]) -> tuple[AuxSlot, ...]:
     slots = [AuxSlot(i, a.name, a.dtype, a.rank,
                      "captured" if a.name in plan.captured else "spec")
              for i, a in enumerate(plan.aux)]
+    slots += [AuxSlot(len(slots) + i, t.name, t.dtype, 2, "distance_table")
+              for i, t in enumerate(tables)]
     if plan.classification == "table":
         n = len(slots)
         slots.append(AuxSlot(n, KINDS_AUX, torch.uint8, 4, "block_kinds"))
@@ -289,9 +297,11 @@ def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
 
 def generate_header(plan: HookPlan) -> HookHeader:
     """The complete cubridge_hooks.cuh of a plan, with its aux manifest."""
-    slots = _slots(plan)
+    tables = distance_tables(plan.score.node if plan.score else None)
+    slots = _slots(plan, tables)
     slot_of = {s.name: s.slot for s in slots}
     dtypes = {s.name: s.dtype for s in slots}
+    tabulated = spellings(tables, slot_of)
     lines = [f"//   slot {s.slot}: {s.name} ({str(s.dtype).removeprefix('torch.')}, rank {s.rank})"
              for s in slots] or ["//   (none)"]
     parts = [
@@ -323,15 +333,16 @@ def generate_header(plan: HookPlan) -> HookHeader:
     if plan.score:
         body = "\n".join([_unused("s", "b", "h", "q", "k", "aux"),
                           *render_body(plan.score.node, slot_of, dtypes, fast=True,
-                                      contiguous_aux=True)])
+                                      contiguous_aux=True, pre_bound=tabulated)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))
-    parts += render_pair_hooks(plan.score.node if plan.score else None, slot_of, dtypes)
+    parts += render_pair_hooks(plan.score.node if plan.score else None, slot_of, dtypes,
+                               tabulated)
     # (a sigmoid's linear score_mod has the exponent form below instead)
     if plan.score and (plan.normalizer == "softmax" or (
             plan.normalizer == "sigmoid" and linear_score(plan.score.node) is None)):
-        affine = render_affine_score(plan.score.node, slot_of, dtypes)
+        affine = render_affine_score(plan.score.node, slot_of, dtypes, tabulated)
         if affine:
             parts.append(affine)
     if plan.mask:
@@ -349,7 +360,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
     if plan.normalizer == "sigmoid":
         parts.append(_SCALED_SIGMOID)
         exponent = render_sigmoid_exponent(plan.score.node if plan.score else None, slot_of,
-                                           dtypes)
+                                           dtypes, tabulated)
         if exponent:
             parts.append(exponent)
     else:
@@ -363,4 +374,5 @@ def generate_header(plan: HookPlan) -> HookHeader:
     parts.append("}  // namespace cubridge_hooks\n")
     return HookHeader("\n".join(parts), slots, plan,
                       pair_slots(plan.score.node if plan.score else None,
-                                 plan.mask.node if plan.mask else None, slot_of, dtypes))
+                                 plan.mask.node if plan.mask else None, slot_of, dtypes),
+                      tables)

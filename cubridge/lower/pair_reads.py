@@ -78,7 +78,8 @@ def pair_slots(score: Node | None, mask: Node | None, slots: Mapping[str, int],
 
 
 def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mapping[str, int],
-            aux_dtypes: Mapping[str, torch.dtype], **render: bool) -> list[str]:
+            aux_dtypes: Mapping[str, torch.dtype],
+            pre_bound: Mapping[Node, str] | None = None, **render: bool) -> list[str]:
     head = [f"#define {hook.macro} 1  // ({hook.count}, {hook.row}, {hook.paired})",
             f"constexpr int {hook.count} = {0 if node is None else 1};"]
     signature = (f"CUBRIDGE_HD const {hook.elem}* {hook.row}(int b, int h, int q, "
@@ -98,7 +99,8 @@ def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mappin
     value = (f"cubridge::widen16<{load_t}>(pair)" if hook is SCORE
              else f"static_cast<{load_t}>(pair)" if load_t == c_type
              else f"static_cast<{c_type}>(static_cast<{load_t}>(pair))")
-    body = render_body(expr, slots, aux_dtypes, pre_bound={node: value}, **render)
+    body = render_body(expr, slots, aux_dtypes, pre_bound={**(pre_bound or {}), node: value},
+                       **render)
     return [*head, f"// (slot {slot}: {node!r})", f"{signature} {{",
             "  (void)b; (void)h; (void)q;",
             f"  return static_cast<const {hook.elem}*>(aux.t[{slot}].data) + ({offset});",
@@ -106,14 +108,16 @@ def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mappin
 
 
 def render_pair_hooks(score: Node | None, slots: Mapping[str, int],
-                      aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
-    """kPairReads, pair_row and score_mod_paired (CUBRIDGE_HOOKS_PAIR_READS)."""
+                      aux_dtypes: Mapping[str, torch.dtype],
+                      pre_bound: Mapping[Node, str] | None = None) -> list[str]:
+    """kPairReads, pair_row and score_mod_paired (CUBRIDGE_HOOKS_PAIR_READS);
+    terms in `pre_bound` are spelled as given (distance tables)."""
     comment = ["// score_mod's read of a 16-bit aux tensor at [..., k] with the other indices",
                "// of (b, h, q): a kernel may stage its key block's rows (pair_row: the",
                "// element at k = 0, rows 16-byte aligned by the launcher) and pass each",
                "// score's 16-bit pattern to score_mod_paired (docs/hooks.md, \"Pair reads\")."]
     node = pair_read(score, aux_dtypes, SCORE_PAIR_DTYPES)
-    return [*comment, *_render(SCORE, score, node, slots, aux_dtypes, fast=True,
+    return [*comment, *_render(SCORE, score, node, slots, aux_dtypes, pre_bound, fast=True,
                                contiguous_aux=True)]
 
 

@@ -90,14 +90,17 @@ def _float_literal(x: float) -> str:
 
 
 def render_affine_score(node: Node, slot_of: Mapping[str, int],
-                        dtypes: Mapping[str, torch.dtype]) -> str:
+                        dtypes: Mapping[str, torch.dtype],
+                        pre_bound: Mapping[Node, str] | None = None) -> str:
     """The header's affine-score hooks for score_mod `node` ("" where it has no
-    such form): the define, kScoreIn (B), kScoreOut (A) and score_core."""
+    such form): the define, kScoreIn (B), kScoreOut (A) and score_core; terms in
+    `pre_bound` are spelled as given (distance tables)."""
     form = affine_score(node)
     if form is None:
         return ""
     body = "\n".join(["  (void)s; (void)b; (void)h; (void)q; (void)k; (void)aux;",
-                      *render_body(form.core, slot_of, dtypes, fast=True, contiguous_aux=True)])
+                      *render_body(form.core, slot_of, dtypes, fast=True, contiguous_aux=True,
+                                   pre_bound=pre_bound)])
     tanh_core = (
         "// score_core(s) = tanh(s), nothing else: a kernel may evaluate it its own way\n"
         "#define CUBRIDGE_HOOKS_CORE_TANH 1\n") if is_tanh_core(form.core) else ""
@@ -166,9 +169,11 @@ def linear_score(node: Node | None) -> LinearScore | None:
 
 
 def render_sigmoid_exponent(node: Node | None, slot_of: Mapping[str, int],
-                            dtypes: Mapping[str, torch.dtype]) -> str:
+                            dtypes: Mapping[str, torch.dtype],
+                            pre_bound: Mapping[Node, str] | None = None) -> str:
     """The header's sigmoid-exponent hooks for score_mod `node` ("" where the
-    score is not linear): the define, kScoreIn (B) and score_offset (C)."""
+    score is not linear): the define, kScoreIn (B) and score_offset (C); terms in
+    `pre_bound` are spelled as given (distance tables)."""
     form = linear_score(node)
     if form is None:
         return ""
@@ -177,7 +182,7 @@ def render_sigmoid_exponent(node: Node | None, slot_of: Mapping[str, int],
     else:
         body = "\n".join(["  (void)b; (void)h; (void)q; (void)k; (void)aux;",
                           *render_body(form.offset, slot_of, dtypes, fast=True,
-                                       contiguous_aux=True)])
+                                       contiguous_aux=True, pre_bound=pre_bound)])
     return (
         "// sigmoid(score_mod(s)) = activation_of_exponent(-log2(e) (kScoreIn s +\n"
         "// score_offset)): a kernel may fold the scale, kScoreIn and -log2(e) into one\n"

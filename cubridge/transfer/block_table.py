@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import torch
 
@@ -28,6 +29,8 @@ from cubridge.ir.hooks import BlockKind
 # aux names of the two tables in the hook manifest
 KINDS_AUX = "__cubridge_block_kinds"
 RANGES_AUX = "__cubridge_kv_ranges"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,11 +112,11 @@ def build_block_table(mask_mod: Callable[..., torch.Tensor], shape: Shape, block
 
 
 @dataclass
-class _Entry:
+class _Entry(Generic[T]):
     tensors: dict[str, torch.Tensor]  # the aux it was built from (kept alive)
     versions: dict[str, int]  # their version counters then (bumped by in-place writes)
     copies: dict[str, torch.Tensor]  # CPU copies, to recognise equal contents
-    table: BlockTable
+    value: T
 
 
 def _same_tensors(entry: _Entry, aux: Mapping[str, torch.Tensor]) -> bool:
@@ -128,32 +131,42 @@ def _same_contents(entry: _Entry, aux: Mapping[str, torch.Tensor]) -> bool:
                for n, t in aux.items())
 
 
-class BlockTableCache:
-    """Tables keyed by (mask, shape, block sizes, aux dtypes and shapes); an
-    entry is reused for the same unmodified aux tensors, or for CPU tensors of
-    equal contents."""
+class DerivedCache(Generic[T]):
+    """Values derived from aux tensors (block tables, distance tables), keyed by
+    the caller's key plus the aux dtypes, shapes and devices; an entry is reused
+    for the same unmodified aux tensors, or for CPU tensors of equal contents."""
 
     def __init__(self, capacity: int = 16) -> None:
         self.capacity = capacity
-        self._entries: dict[tuple, _Entry] = {}
+        self._entries: dict[tuple, _Entry[T]] = {}
         self.builds = 0
 
-    def get(self, mask_mod: Callable[..., torch.Tensor], shape: Shape, block_m: int,
-            block_n: int, aux: Mapping[str, torch.Tensor], **kwargs: object) -> BlockTable:
+    def get(self, key: tuple, aux: Mapping[str, torch.Tensor], build: Callable[[], T]) -> T:
         sig = tuple((n, t.dtype, tuple(t.shape), str(t.device)) for n, t in sorted(aux.items()))
-        key = (mask_mod, shape, block_m, block_n, sig, tuple(sorted(kwargs.items())))
+        key = (*key, sig)
         hit = self._entries.get(key)
         if hit is not None and (_same_tensors(hit, aux) or _same_contents(hit, aux)):
-            return hit.table
-        table = build_block_table(mask_mod, shape, block_m, block_n, aux, **kwargs)  # type: ignore[arg-type]
+            return hit.value
+        value = build()
         self.builds += 1
         self._entries.pop(key, None)
         self._entries[key] = _Entry(
             dict(aux), {n: t._version for n, t in aux.items()},
-            {n: t.detach().clone() for n, t in aux.items() if t.device.type == "cpu"}, table)
+            {n: t.detach().clone() for n, t in aux.items() if t.device.type == "cpu"}, value)
         while len(self._entries) > self.capacity:
             self._entries.pop(next(iter(self._entries)))
-        return table
+        return value
+
+
+class BlockTableCache(DerivedCache[BlockTable]):
+    """Block tables keyed by (mask, shape, block sizes, aux dtypes and shapes)."""
+
+    def get(self, mask_mod: Callable[..., torch.Tensor], shape: Shape,  # type: ignore[override]
+            block_m: int, block_n: int, aux: Mapping[str, torch.Tensor],
+            **kwargs: object) -> BlockTable:
+        key = (mask_mod, shape, block_m, block_n, tuple(sorted(kwargs.items())))
+        return super().get(key, aux, lambda: build_block_table(
+            mask_mod, shape, block_m, block_n, aux, **kwargs))  # type: ignore[arg-type]
 
 
 # The process-wide cache (the only global state: a cache).

@@ -244,3 +244,23 @@ def test_a_spilling_build_with_three_consumers_is_refused():
     two = fa_sm90.config_type(block_m=128, block_n=64, stages=2)
     built = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, config=two)
     assert built.cubin()
+
+
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_t5_buckets_read_a_distance_table_within_the_register_budget():
+    """T5's bucketed bias computed per score (a log, clamps, a gather by the bucket)
+    spilled 380 B on fa_sm90, over the library's budget; tabulated over (h, q - k)
+    (cubridge/lower/distance_tables.py) it is one read a score and fits."""
+    from cubridge.build.resources import SPILL_BUDGET_BYTES
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.pipeline.route import choose_path
+    from cubridge.spec import load
+
+    spec = load(Path(__file__).resolve().parents[2] / "examples" / "specs" /
+                "t5_relative_bias.py")
+    header = generate_header(choose_path(spec, fa_sm90).plan)
+    assert len(header.distance_tables) == 1
+    compiled = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header.text)
+    spill = compiled.resources_of(fa_sm90.metadata.entry).spill_bytes
+    assert spill <= SPILL_BUDGET_BYTES, f"{spill} B of spills"

@@ -1,0 +1,103 @@
+"""Distance tables (cubridge/lower/distance_tables.py): which score_mod terms are
+tabulated over (h, q - k), the tables' values, their cache, and the header's read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from cubridge.attention import Shape
+from cubridge.lower.distance_tables import TABLES, distance_tables
+from cubridge.lower.hook_header import generate_header
+from cubridge.spec import load
+from cubridge.spec.from_mods import from_mods
+from cubridge.transfer.hooks import plan_hooks
+from cubridge.transfer.torch_render import grid_function
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
+SHAPE = Shape(b=2, hq=3, hk=1, sq=70, sk=150, d=64)  # Sq != Sk: both offsets matter
+
+
+def _plan(score_mod):
+    return plan_hooks(from_mods(score_mod, name="t"))
+
+
+def _terms(spec_or_plan):
+    plan = spec_or_plan if hasattr(spec_or_plan, "score") else plan_hooks(spec_or_plan)
+    return distance_tables(plan.score.node if plan.score else None)
+
+
+def test_t5_buckets_are_one_table_of_the_head_and_distance():
+    (table,) = _terms(load(EXAMPLES / "t5_relative_bias.py"))
+    assert table.by_head and table.dtype == torch.float32
+    assert {x.arg for x in table.term.walk() if x.op == "var"} == {"h", "q", "k"}
+    assert not any(x.op == "var" and x.arg == "score" for x in table.term.walk())
+
+
+@pytest.mark.parametrize("name", ["relative_position", "alibi", "alibi_causal",
+                                  "softcap_causal", "causal", "pair_bias"])
+def test_cheap_or_other_terms_stay_as_they_are(name):
+    """An affine term (ALiBi), one read at an affine column (relative_position),
+    a term of the score (the soft cap) or of b and the pair (pair_bias): no table."""
+    assert _terms(load(EXAMPLES / f"{name}.py")) == ()
+
+
+def test_terms_of_b_or_of_the_positions_apart_are_not_tabulated():
+    assert _terms(_plan(lambda s, b, h, q, k: s + torch.log((q - k).abs() + b + 1.0))) == ()
+    assert _terms(_plan(lambda s, b, h, q, k: s + torch.log(q.abs() + k + 1.0))) == ()
+    # costly work on the head alone (a slope computed from h) leaves the term affine
+    assert _terms(_plan(lambda s, b, h, q, k: s + (k - q) * torch.exp2(-(h + 1) * 8.0 / 4))) == ()
+    # a function of the distance alone gives one row
+    (t,) = _terms(_plan(lambda s, b, h, q, k: s * torch.exp(-((q - k) ** 2) / 100.0)))
+    assert not t.by_head
+
+
+def _t5_header_and_aux():
+    spec = load(EXAMPLES / "t5_relative_bias.py")
+    header = generate_header(plan_hooks(spec))
+    aux = dict(spec.make_aux(SHAPE, torch.Generator().manual_seed(3), torch.device("cpu")))
+    return spec, header, aux
+
+
+def test_the_table_holds_the_term_at_every_pair_and_the_header_reads_it():
+    spec, header, aux = _t5_header_and_aux()
+    (table,) = header.distance_tables
+    slot = next(s for s in header.slots if s.source == "distance_table")
+    assert slot.name == table.name and slot.rank == 2
+    assert f"aux_load_c<float, 2>(aux, {slot.slot}, h, q - k + aux.seqlen_k - 1)" in header.text
+    assert "fast_log" not in header.text.split("score_mod(float s")[1].split("}")[0]
+    packed = header.pack_aux(aux, SHAPE)
+    t = packed[slot.slot]
+    assert t.shape == (SHAPE.hq, SHAPE.sq + SHAPE.sk - 1) and t.is_contiguous()
+    h = torch.arange(SHAPE.hq).view(-1, 1, 1)
+    q = torch.arange(SHAPE.sq).view(1, -1, 1)
+    k = torch.arange(SHAPE.sk).view(1, 1, -1)
+    want = grid_function(table.term)(torch.tensor(0), h, q, k, **aux)
+    got = t[h, q - k + SHAPE.sk - 1]
+    assert torch.equal(got, want.float())
+    # and that is the spec's own score_mod minus the score
+    zero = torch.zeros(1, SHAPE.hq, SHAPE.sq, SHAPE.sk)
+    spec_bias = spec.score_mod(zero, torch.tensor(0), h, q, k, t5_bias=aux["t5_bias"])
+    assert torch.equal(got.expand_as(spec_bias[0]), spec_bias[0])
+
+
+def test_tables_are_built_once_per_problem_and_aux_and_again_when_it_changes():
+    _, header, aux = _t5_header_and_aux()
+    slot = next(s.slot for s in header.slots if s.source == "distance_table")
+    first = header.pack_aux(aux, SHAPE)[slot]
+    builds = TABLES.builds
+    assert header.pack_aux(aux, SHAPE)[slot] is first and TABLES.builds == builds
+    other = Shape(1, SHAPE.hq, 1, 33, 40, 64)
+    assert header.pack_aux(aux, other)[slot].shape == (SHAPE.hq, 72)
+    assert TABLES.builds == builds + 1
+    aux["t5_bias"].add_(1.0)  # in place: the cached table is stale
+    again = header.pack_aux(aux, SHAPE)[slot]
+    assert TABLES.builds == builds + 2 and torch.allclose(again, first + 1.0)
+
+
+def test_a_table_without_its_aux_is_a_clear_error():
+    _, header, _ = _t5_header_and_aux()
+    with pytest.raises(KeyError, match="t5_bias"):
+        header.pack_aux({}, SHAPE)
