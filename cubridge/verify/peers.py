@@ -50,6 +50,7 @@ from cubridge.verify.peer_forms import (
     bound_constants,
     captured_tensors,
     constant_mods,
+    distance_table_mods,
     fa4_flags,
 )
 
@@ -282,6 +283,9 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
                 raise Unsupported("Flex FLASH backend needs flash-attn-4 (flash_attn.cute)")
             options = {"BACKEND": "FLASH"}
         s, mods = problem.shape, problem.constant_mods()
+        tabled = distance_table_mods(problem.spec, problem.aux, s, problem.device)
+        if tabled is not None:
+            mods = BoundMods(tabled, mods.mask_mod)
         block_mask = None
         if mods.mask_mod is not None and problem.structure != "full":
             # Once per shape, untimed: what a user does before the first call.
@@ -294,7 +298,7 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
                       enable_gqa=s.hq != s.hk)
         if options:
             kwargs["kernel_options"] = options
-        note = flex_note(problem, block_mask is not None, mods)
+        note = flex_note(problem, block_mask is not None, mods, tabled is not None)
         if not exact:
             return Prepared(lambda: flex(q, k, v, **kwargs), note=note)
 
@@ -309,13 +313,15 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
     return prepare_flex
 
 
-def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods) -> str:
+def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods,
+              distance_table: bool = False) -> str:
     """How FlexAttention was given the variant: its BlockMask, the 0-d aux bound
-    as constants, the tensors its mods capture."""
+    as constants, the tensors its mods capture, a distance table."""
     constants = bound_constants(problem.spec, problem.aux)
     tensors = sorted(set(captured_tensors(mods.mask_mod) + captured_tensors(mods.score_mod)))
     parts = ["BlockMask" if block_mask else "",
              ", ".join(f"{n}={v}" for n, v in constants.items()),
+             "score term of (h, q - k) as a table" if distance_table else
              f"captures {', '.join(tensors)}" if tensors else ""]
     return "; ".join(p for p in parts if p)
 

@@ -163,3 +163,33 @@ def test_flex_with_constants_verifies(name):
                          tolerance_for(c.spec, c.dtype))
     assert check.ok, check.reason
     assert "BlockMask" in prepared.note
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_reads_t5_buckets_from_a_distance_table_and_verifies():
+    """T5's bucketed bias, which Flex runs slowly inline and its FLASH backend does
+    not compile, reaches the Flex peers as a table read built once per shape (what
+    cubridge's launcher builds): same answer as the spec's reference."""
+    from pathlib import Path
+
+    from cubridge.bench.check import check_output, tolerance_for
+    from cubridge.bench.oracle import float64_reference
+    from cubridge.spec import load
+    from cubridge.verify.peer_forms import distance_table_mods
+    from cubridge.verify.peers import make_flex_preparer
+
+    spec = load(Path(__file__).resolve().parents[2] / "examples" / "specs" /
+                "t5_relative_bias.py")
+    c = build_case(spec, TINY, 160, BenchConfig(seq_lens=(160,), tokens=160, device="cpu"))
+    tabled = distance_table_mods(spec, c.aux, c.shape, c.device)
+    assert tabled is not None and distance_table_mods(SPECS["relative_position"], {}, c.shape,
+                                                      c.device) is None
+    b, h, q, k = grid(40)
+    score = torch.zeros(1, 1, 1, 1)
+    assert torch.equal(tabled(score, b, h, q, k), c.mods.score_mod(score, b, h, q, k))
+    prepared = make_flex_preparer("TRITON", compiled=False)(c)
+    assert "score term of (h, q - k) as a table" in prepared.note
+    ref = float64_reference(c.spec, c.q, c.k, c.v, c.aux, c.mods, True).out
+    check = check_output(prepared.to_standard(prepared.run()), ref, c.v,
+                         tolerance_for(c.spec, c.dtype))
+    assert check.ok, check.reason
