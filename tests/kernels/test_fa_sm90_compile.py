@@ -18,6 +18,7 @@ import torch
 from build_ahead import builds_ahead  # (tests/, on the path by its conftest)
 
 from cubridge.build import compile_cuda
+from cubridge.build.jobs import build_all
 from cubridge.build.errors import CompileError, UnsupportedArchError
 from cubridge.kernels import get_kernel, select_kernel
 from cubridge.kernels.abi import FwdParams
@@ -199,8 +200,9 @@ def test_a_variant_past_the_budget_is_rebuilt_until_a_build_fits(monkeypatch):
 
     sums_off = "#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n"
     rows_off = "#define CUBRIDGE_ROW_INTERVAL_BITS 0\n"
-    # (a patched source is built as given: no fallback)
-    in_order = [spills(""), spills(sums_off), spills(rows_off), spills(sums_off + rows_off)]
+    # (a patched source is built as given: no fallback; the four builds run together)
+    in_order = build_all([functools.partial(spills, prefix)
+                          for prefix in ("", sums_off, rows_off, sums_off + rows_off)])
     budget = in_order[0] - 1
     monkeypatch.setattr(kernel_module, "SPILL_BUDGET_BYTES", budget)
     assert min(in_order[1:]) <= budget  # (some fallback fits, or the test says nothing)
