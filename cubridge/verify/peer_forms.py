@@ -19,9 +19,10 @@ Peers): a comparison is only worth making against a peer run as its users run it
   q - k alone that does costly work on the distance (T5's log buckets) is
   what a FlexAttention user precomputes once per shape: computed inline it
   runs Flex Triton at ~70 TFLOP/s and does not compile for the FLASH backend
-  (H200, bench/results/h200-user-specs-1013070/). The Flex peers read it from the table that
-  cubridge's own launcher builds (cubridge/lower/distance_tables.py), so both
-  sides get the same precomputation.
+  (H200, bench/results/h200-user-specs-1013070/). The Flex peers read it from
+  the table that cubridge's own launcher builds (cubridge/lower/distance_tables.py),
+  so both sides get the same precomputation: Flex Triton ~220, FLASH ~310
+  (bench/results/h200-t5-peers-3a07b04/).
 
 Every refusal is an `Unsupported` whose message says what the peer lacks.
 """
