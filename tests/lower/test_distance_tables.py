@@ -101,3 +101,21 @@ def test_a_table_without_its_aux_is_a_clear_error():
     _, header, _ = _t5_header_and_aux()
     with pytest.raises(KeyError, match="t5_bias"):
         header.pack_aux({}, SHAPE)
+
+
+def test_tables_take_only_free_aux_slots():
+    """A spec whose own aux fill the kernel's eight slots keeps its term per score
+    instead of failing to lower."""
+    many = {f"w{i}": torch.ones(4) for i in range(8)}
+
+    def score_mod(s, b, h, q, k, *, w0, w1, w2, w3, w4, w5, w6, w7):
+        bucket = torch.log(((k - q).abs() + 1).float()).long().clamp(max=3)
+        return s + w0[bucket] + w1[h] + w2[h] + w3[h] + w4[h] + w5[h] + w6[h] + w7[h]
+
+    full = generate_header(plan_hooks(from_mods(score_mod, name="t", aux=many)))
+    assert full.distance_tables == () and len(full.slots) == 8
+    (one,) = generate_header(plan_hooks(from_mods(
+        lambda s, b, h, q, k, *, w0: s + w0[torch.log(((k - q).abs() + 1).float()).long()
+                                           .clamp(max=3)], name="t", aux={"w0": many["w0"]}))
+    ).distance_tables
+    assert one.by_head is False
