@@ -18,8 +18,8 @@ import torch
 from build_ahead import builds_ahead  # (tests/, on the path by its conftest)
 
 from cubridge.build import compile_cuda
-from cubridge.build.jobs import build_all
 from cubridge.build.errors import CompileError, UnsupportedArchError
+from cubridge.build.jobs import build_all
 from cubridge.kernels import get_kernel, select_kernel
 from cubridge.kernels.abi import FwdParams
 from cubridge.kernels.common import gen_sm90_wgmma
