@@ -68,13 +68,20 @@ def _costly(n: Node) -> bool:
     return any(x.op in _COSTLY and _uses_distance(x) for x in n.walk())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DistanceTable:
     """One tabulated term: slot `name` holds term(h, d) at [h, d + Sk - 1]
-    (a single row where the term does not read h)."""
+    (a single row where the term does not read h). Compared by identity: it keys
+    its tables in `TABLES` on every call, where hashing the term's tree took most
+    of a call's 60 us."""
 
     name: str
     term: Node
+
+    def __post_init__(self) -> None:
+        reads = {x.arg for x in self.term.walk() if x.op == "aux_load"} | {
+            x.arg[0] for x in self.term.walk() if x.op == "aux_size"}  # type: ignore[index]
+        object.__setattr__(self, "_reads", tuple(sorted(reads)))  # type: ignore[arg-type]
 
     @property
     def by_head(self) -> bool:
@@ -91,15 +98,15 @@ class DistanceTable:
         return (f"cubridge::aux_load_c<{c_type}, 2>(aux, {slot}, {row}, "
                 "q - k + aux.seqlen_k - 1)")
 
-    def aux_names(self) -> list[str]:
-        return sorted({x.arg for x in self.term.walk() if x.op == "aux_load"}  # type: ignore[misc]
-                      | {x.arg[0] for x in self.term.walk() if x.op == "aux_size"})  # type: ignore[index]
+    def aux_names(self) -> tuple[str, ...]:
+        """The aux tensors the term reads."""
+        return self._reads  # type: ignore[attr-defined]
 
     def build(self, shape: Shape, aux: Mapping[str, torch.Tensor],
               device: torch.device) -> torch.Tensor:
         """The table for one problem (cached by `TABLES`)."""
         reads = {n: aux[n] for n in self.aux_names()}
-        key = (self.term, shape.hq, shape.sq, shape.sk, str(device))
+        key = (self, shape.hq, shape.sq, shape.sk, str(device))
         return TABLES.get(key, reads, lambda: self._evaluate(shape, reads, device))
 
     def _evaluate(self, shape: Shape, aux: Mapping[str, torch.Tensor],
