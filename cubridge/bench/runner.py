@@ -18,6 +18,7 @@ import torch
 from cubridge.attention import HEAD_CONFIGS, HeadConfig, Shape
 from cubridge.bench.case import Case, case_scale, make_aux_on
 from cubridge.bench.check import check_output, tolerance_for
+from cubridge.bench.distance_mods import distance_table_mods
 from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
 from cubridge.bench.peers import Impl, Unsupported
 from cubridge.bench.timing import Timer
@@ -169,7 +170,8 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig,
     work = count_work(spec, mods, shape, device, seed=config.seed)
     return Case(spec=spec, shape=shape, dtype=config.dtype, q=q, k=k, v=v, aux=aux, mods=mods,
                 scale=case_scale(spec, shape), config=cfg, stats=work.stats, flops=work.flops,
-                counting=work.counting)
+                counting=work.counting,
+                precomputed_score_mod=distance_table_mods(spec, aux, shape, device))
 
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],

@@ -23,7 +23,6 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
-from cubridge.lower.distance_tables import DistanceTable, distance_tables, spellings
 from cubridge.lower.key_runs import render_key_runs
 from cubridge.lower.pair_reads import (
     aligned_pair_rows,
@@ -35,6 +34,8 @@ from cubridge.lower.row_interval import render_row_interval
 from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
+from cubridge.transfer.distance_tables import DistanceTable, distance_tables
+from cubridge.transfer.expr import DType, Node
 from cubridge.transfer.hooks import HookPlan
 
 MAX_AUX = 8  # cubridge::kMaxAux
@@ -99,6 +100,17 @@ class HookHeader:
                 t = aligned_pair_rows(t)  # (staged 16 bytes at a time)
             out.append(t)
         return out
+
+
+def _table_reads(tables: tuple[DistanceTable, ...], slots: Mapping[str, int]) -> dict[Node, str]:
+    """Each tabulated term spelled as its table's read at the hook's (h, q, k):
+    column q - k + Sk - 1 holds distance q - k (render_body's pre_bound)."""
+    reads = {}
+    for t in tables:
+        c_type = "float" if t.term.dtype == DType.FLOAT else "int32_t"
+        reads[t.term] = (f"cubridge::aux_load_c<{c_type}, 2>(aux, {slots[t.name]}, "
+                         f"{'h' if t.by_head else '0'}, q - k + aux.seqlen_k - 1)")
+    return reads
 
 
 def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...]) -> tuple[AuxSlot, ...]:
@@ -303,7 +315,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
     slots = _slots(plan, tables)
     slot_of = {s.name: s.slot for s in slots}
     dtypes = {s.name: s.dtype for s in slots}
-    tabulated = spellings(tables, slot_of)
+    tabulated = _table_reads(tables, slot_of)
     lines = [f"//   slot {s.slot}: {s.name} ({str(s.dtype).removeprefix('torch.')}, rank {s.rank})"
              for s in slots] or ["//   (none)"]
     parts = [

@@ -15,14 +15,10 @@ Peers): a comparison is only worth making against a peer run as its users run it
   `mask_mod` / `score_mod` code; FlexAttention's FLASH backend (the flex_flash
   peer) is what compiles a spec's mods into that code and runs them on FA4's
   kernels, so the fa4 peer says so instead of guessing at hand-written DSL.
-- Distance tables (`distance_table_mods`). A score_mod term of the head and
-  q - k alone that does costly work on the distance (T5's log buckets) is
-  what a FlexAttention user precomputes once per shape: computed inline it
-  runs Flex Triton at ~70 TFLOP/s and does not compile for the FLASH backend
-  (H200, bench/results/h200-user-specs-1013070/). The Flex peers read it from
-  the table that cubridge's own launcher builds (cubridge/lower/distance_tables.py),
-  so both sides get the same precomputation: Flex Triton ~220, FLASH ~310
-  (bench/results/h200-t5-peers-3a07b04/).
+- Precomputed terms. A score_mod term that a peer's user precomputes once per
+  shape (T5's bucketed bias, as a table over (h, q - k)) reaches the Flex peers
+  precomputed where the caller says how (`PeerProblem.precomputed_score_mod`,
+  set by the benchmark: cubridge.bench.distance_mods).
 
 Every refusal is an `Unsupported` whose message says what the peer lacks.
 """
@@ -166,45 +162,3 @@ def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | Non
         softcap = cap
     return FA4Flags(causal, (window - 1, 0) if window is not None else (None, None), softcap)
 
-
-# -- distance tables -----------------------------------------------------------------------
-
-
-def distance_table_mods(spec: Spec, aux: Aux, shape: Shape,
-                        device: torch.device) -> Callable[..., torch.Tensor] | None:
-    """The spec's score_mod with its costly (h, q - k) terms read from tables
-    built once for `shape` (cubridge.lower.distance_tables), 0-d aux as
-    constants; None where it has no such term or does not trace."""
-    if spec.score_mod is None:
-        return None
-    from cubridge.lower.distance_tables import distance_tables
-    from cubridge.transfer.expr import Node, apply, const, var
-    from cubridge.transfer.hooks import plan_hooks
-    from cubridge.transfer.torch_render import grid_function
-
-    try:
-        plan = plan_hooks(spec)
-    except Exception:  # noqa: BLE001 - a mod the tracer does not take keeps its own form
-        return None
-    tables = distance_tables(plan.score.node if plan.score else None)
-    if not tables:
-        return None
-    full = plan.with_captured(aux, device)
-    distance = apply("add", apply("sub", var("q"), var("k")), const(shape.sk - 1))
-    reads = {t.term: Node("aux_load", t.term.dtype,
-                          (var("h") if t.by_head else const(0), distance), t.name)
-             for t in tables}
-
-    def replaced(n: Node) -> Node:
-        if n in reads:
-            return reads[n]
-        return Node(n.op, n.dtype, tuple(replaced(a) for a in n.args), n.arg) if n.args else n
-
-    assert plan.score is not None
-    fn = grid_function(replaced(plan.score.node))
-    values = {**scalar_constants(full), **{t.name: t.build(shape, full, device) for t in tables}}
-
-    def score_mod(score, b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202 - Flex's signature
-        return fn(b, h, q_idx, kv_idx, score_=score, **values)
-
-    return score_mod

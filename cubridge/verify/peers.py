@@ -50,7 +50,6 @@ from cubridge.verify.peer_forms import (
     bound_constants,
     captured_tensors,
     constant_mods,
-    distance_table_mods,
     fa4_flags,
 )
 
@@ -82,6 +81,9 @@ class PeerProblem:
     window: int | None = None  # a causal sliding window's width, when it is one
     depends_on_batch: bool = True
     depends_on_head: bool = True
+    # the score_mod with the terms a peer's user precomputes per shape read from
+    # tables (cubridge.bench.distance_mods); None: the spec's own
+    precomputed_score_mod: Callable[..., torch.Tensor] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -283,9 +285,9 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
                 raise Unsupported("Flex FLASH backend needs flash-attn-4 (flash_attn.cute)")
             options = {"BACKEND": "FLASH"}
         s, mods = problem.shape, problem.constant_mods()
-        tabled = distance_table_mods(problem.spec, problem.aux, s, problem.device)
-        if tabled is not None:
-            mods = BoundMods(tabled, mods.mask_mod)
+        tabled = problem.precomputed_score_mod is not None
+        if tabled:
+            mods = BoundMods(problem.precomputed_score_mod, mods.mask_mod)
         block_mask = None
         if mods.mask_mod is not None and problem.structure != "full":
             # Once per shape, untimed: what a user does before the first call.
@@ -298,7 +300,7 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
                       enable_gqa=s.hq != s.hk)
         if options:
             kwargs["kernel_options"] = options
-        note = flex_note(problem, block_mask is not None, mods, tabled is not None)
+        note = flex_note(problem, block_mask is not None, mods, tabled)
         if not exact:
             return Prepared(lambda: flex(q, k, v, **kwargs), note=note)
 

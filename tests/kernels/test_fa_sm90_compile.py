@@ -253,7 +253,7 @@ def test_a_spilling_build_with_three_consumers_is_refused():
 def test_t5_buckets_read_a_distance_table_within_the_register_budget():
     """T5's bucketed bias computed per score (a log, clamps, a gather by the bucket)
     spilled 380 B on fa_sm90, over the library's budget; tabulated over (h, q - k)
-    (cubridge/lower/distance_tables.py) it is one read a score and fits."""
+    (cubridge/transfer/distance_tables.py) it is one read a score and fits."""
     from cubridge.build.resources import SPILL_BUDGET_BYTES
     from cubridge.lower.hook_header import generate_header
     from cubridge.pipeline.route import choose_path

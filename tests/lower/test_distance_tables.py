@@ -1,4 +1,4 @@
-"""Distance tables (cubridge/lower/distance_tables.py): which score_mod terms are
+"""Distance tables (cubridge/transfer/distance_tables.py): which score_mod terms are
 tabulated over (h, q - k), the tables' values, their cache, and the header's read."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from cubridge.attention import Shape
-from cubridge.lower.distance_tables import TABLES, distance_tables
 from cubridge.lower.hook_header import generate_header
 from cubridge.spec import load
 from cubridge.spec.from_mods import from_mods
+from cubridge.transfer.distance_tables import TABLES, distance_tables
 from cubridge.transfer.hooks import plan_hooks
 from cubridge.transfer.torch_render import grid_function
 

@@ -1,7 +1,7 @@
 """Distance tables: score_mod terms that depend on the head and the distance
 q - k alone, and cost more than one read per score, are evaluated once per
 problem into a table that the hooks read once per score (docs/hooks.md,
-"Distance tables").
+"Distance tables"), as block tables are built for data-dependent masks.
 
 T5's bias, bias[h, bucket(k - q)] with a logarithm, clamps and a select in
 the bucket, is a dozen instructions and a dependent gather on every score: its
@@ -16,8 +16,9 @@ they are: there the arithmetic is cheaper than the table.
 
 The expression tree keeps the term (the CuIR, the interval renderers and the
 host-side checks read the spec's own semantics); only the CUDA renderer spells
-it as the table read (`spellings`), and `HookHeader.pack_aux` builds the
-tables, cached per problem and aux tensors (`TABLES`).
+it as the table read (cubridge.lower.hook_header), and `HookHeader.pack_aux`
+builds the tables, cached per problem and aux tensors (`TABLES`). The
+benchmark gives the Flex peers the same tables (cubridge.bench.distance_mods).
 """
 
 from __future__ import annotations
@@ -91,13 +92,6 @@ class DistanceTable:
     def dtype(self) -> torch.dtype:
         return TABLE_DTYPES[self.term.dtype]
 
-    def spelling(self, slot: int) -> str:
-        """The C++ read of this table at the hook's (h, q, k)."""
-        row = "h" if self.by_head else "0"
-        c_type = "float" if self.term.dtype == DType.FLOAT else "int32_t"
-        return (f"cubridge::aux_load_c<{c_type}, 2>(aux, {slot}, {row}, "
-                "q - k + aux.seqlen_k - 1)")
-
     def aux_names(self) -> tuple[str, ...]:
         """The aux tensors the term reads."""
         return self._reads  # type: ignore[attr-defined]
@@ -144,11 +138,6 @@ def distance_tables(score: Node | None, first_name: str = "__distance_table") ->
     if score is not None:
         visit(score)
     return tuple(found)
-
-
-def spellings(tables: tuple[DistanceTable, ...], slots: Mapping[str, int]) -> dict[Node, str]:
-    """Each tabulated term as the renderer spells it (render_body's pre_bound)."""
-    return {t.term: t.spelling(slots[t.name]) for t in tables}
 
 
 # The process-wide cache of tables (a cache: the only global state).
