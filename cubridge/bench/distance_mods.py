@@ -19,7 +19,7 @@ from cubridge.attention import Shape
 from cubridge.spec.model import Spec
 from cubridge.transfer.distance_tables import distance_tables
 from cubridge.transfer.expr import Node, apply, const, var
-from cubridge.transfer.hooks import plan_hooks
+from cubridge.transfer.hooks import HookPlan, plan_hooks
 from cubridge.transfer.torch_render import grid_function
 from cubridge.verify.peer_forms import scalar_constants
 
@@ -31,9 +31,8 @@ def distance_table_mods(spec: Spec, aux: Mapping[str, torch.Tensor], shape: Shap
     does not trace."""
     if spec.score_mod is None:
         return None
-    try:
-        plan = plan_hooks(spec)
-    except Exception:  # noqa: BLE001 - a mod the tracer does not take keeps its own form
+    plan = _plan(spec)
+    if plan is None:
         return None
     tables = distance_tables(plan.score.node if plan.score else None)
     if not tables or plan.score is None:
@@ -56,3 +55,20 @@ def distance_table_mods(spec: Spec, aux: Mapping[str, torch.Tensor], shape: Shap
         return fn(b, h, q_idx, kv_idx, score_=score, **values)
 
     return score_mod
+
+
+# Traced plans by spec (a case per S and config reuses its spec's: tracing checks
+# the expressions on a grid, 0.3 s for a dense pair bias). The spec is kept with
+# its plan, so an id is never taken for another spec's.
+_PLANS: dict[int, tuple[Spec, HookPlan | None]] = {}
+
+
+def _plan(spec: Spec) -> HookPlan | None:
+    hit = _PLANS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        try:
+            plan = plan_hooks(spec)
+        except Exception:  # noqa: BLE001 - a mod the tracer does not take keeps its own form
+            plan = None
+        hit = _PLANS[id(spec)] = (spec, plan)
+    return hit[1]
