@@ -62,6 +62,7 @@ def c_literal(value: object, dtype: DType) -> str:
 _TEMPLATES = {
     "neg": "(-{0})", "abs": "detail::abs({0})", "not": "(!{0})",
     "tanh": "tanhf({0})", "exp": "expf({0})", "exp2": "exp2f({0})", "log": "logf({0})",
+    "log2": "log2f({0})",
     "sigmoid": "detail::sigmoid({0})", "sqrt": "sqrtf({0})", "floor": "floorf({0})",
     "ceil": "ceilf({0})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",

@@ -127,6 +127,7 @@ CUBRIDGE_HD Iv iv_tanh(Iv a) { return iv_fix(tanh(a.lo), tanh(a.hi)); }
 CUBRIDGE_HD Iv iv_exp(Iv a) { return iv_fix(exp(a.lo), exp(a.hi)); }
 CUBRIDGE_HD Iv iv_exp2(Iv a) { return iv_fix(exp2(a.lo), exp2(a.hi)); }
 CUBRIDGE_HD Iv iv_log(Iv a) { return iv_fix(log(a.lo), log(a.hi)); }
+CUBRIDGE_HD Iv iv_log2(Iv a) { return iv_fix(log2(a.lo), log2(a.hi)); }
 CUBRIDGE_HD Iv iv_sigmoid(Iv a) { return iv_fix(1.0 / (1.0 + exp(-a.lo)), 1.0 / (1.0 + exp(-a.hi))); }
 CUBRIDGE_HD Iv iv_sqrt(Iv a) { return iv_fix(sqrt(a.lo), sqrt(a.hi)); }
 CUBRIDGE_HD Iv iv_floor(Iv a) { return Iv{floor(a.lo), floor(a.hi)}; }

@@ -128,6 +128,10 @@ def _safe_log(x: float) -> float:
     return -math.inf if x == 0 else (math.log(x) if x > 0 else math.nan)
 
 
+def _safe_log2(x: float) -> float:
+    return -math.inf if x == 0 else (math.log2(x) if x > 0 else math.nan)
+
+
 def _safe_exp(x: float) -> float:
     return math.inf if x > 709 else math.exp(x)
 
@@ -160,6 +164,7 @@ OPS: dict[str, OpInfo] = {
     "exp": OpInfo(1, "float", _safe_exp),
     "exp2": OpInfo(1, "float", lambda a: math.inf if a > 1023 else 2.0**a),
     "log": OpInfo(1, "float", _safe_log),
+    "log2": OpInfo(1, "float", _safe_log2),
     "sigmoid": OpInfo(1, "float", _sigmoid),
     "sqrt": OpInfo(1, "float", lambda a: math.sqrt(a) if a >= 0 else math.nan),
     "floor": OpInfo(1, "float", lambda a: float(math.floor(a))),

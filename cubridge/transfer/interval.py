@@ -114,6 +114,7 @@ _MONOTONE = {
     "exp": _exp,
     "exp2": lambda x: INF if x > 1023 else 2.0**x,
     "log": _log,
+    "log2": lambda x: -INF if x == 0 else math.log2(x),
     "sigmoid": _sigmoid,
     "sqrt": math.sqrt,
     "floor": lambda x: float(math.floor(x)) if math.isfinite(x) else x,
@@ -241,6 +242,10 @@ def log(a: Iv) -> Iv:
     return mono("log", a)
 
 
+def log2(a: Iv) -> Iv:
+    return mono("log2", a)
+
+
 def sigmoid(a: Iv) -> Iv:
     return mono("sigmoid", a)
 
@@ -266,7 +271,7 @@ def ceil(a: Iv) -> Iv:
 # (cubridge.transfer.hooks): its tiles are evaluated, not bounded.
 INTERVAL_OPS = frozenset({
     "const", "var", "aux_load", "aux_size", "cast", "neg", "abs", "not", "tanh", "exp",
-    "exp2", "log", "sigmoid", "sqrt", "floor", "ceil", "add", "sub", "mul", "truediv",
+    "exp2", "log", "log2", "sigmoid", "sqrt", "floor", "ceil", "add", "sub", "mul", "truediv",
     "floordiv", "mod", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor",
     "where",
 })

@@ -25,7 +25,8 @@ TORCH_DTYPES = {DType.BOOL: "torch.bool", DType.INT: "torch.int64", DType.FLOAT:
 _TEMPLATES = {
     "neg": "(-{0})", "abs": "torch.abs({0})", "not": "(~{0})",
     "tanh": "torch.tanh({0})", "exp": "torch.exp({0})", "exp2": "torch.exp2({0})",
-    "log": "torch.log({0})", "sigmoid": "torch.sigmoid({0})", "sqrt": "torch.sqrt({0})",
+    "log": "torch.log({0})", "log2": "torch.log2({0})", "sigmoid": "torch.sigmoid({0})",
+    "sqrt": "torch.sqrt({0})",
     "floor": "torch.floor({0})", "ceil": "torch.ceil({0})", "erf": "torch.erf({0})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
     "floordiv": "({0} // {1})", "mod": "({0} % {1})",

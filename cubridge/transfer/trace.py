@@ -19,6 +19,7 @@ op, Python control flow on a traced value, math.* on a traced value) raises
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import traceback
 from collections.abc import Callable, Mapping
@@ -374,6 +375,22 @@ def _gelu(x: object, approximate: str = "none") -> Sym:
     raise TraceError(f"unsupported gelu(approximate={approximate!r})")
 
 
+def _float(x: object) -> Sym:
+    return Sym(expr.cast(_lift(x), DType.FLOAT))
+
+
+# Functions written with the ops they are defined by (the IR keeps few ops; the
+# rounding differs from torch's fused forms by a float32 ulp or so, far inside
+# check_trace's tolerance and the verifiers').
+_COMPOSED: dict[str, Callable[..., Sym]] = {
+    "log1p": lambda x, *a, **kw: _op("log", 1.0 + _float(x)),
+    "expm1": lambda x, *a, **kw: _op("exp", _float(x)) - 1.0,
+    "log10": lambda x, *a, **kw: _op("log", x) * (1.0 / math.log(10.0)),  # (inexact at 10^n)
+    "rsqrt": lambda x, *a, **kw: 1.0 / _op("sqrt", x),
+    "reciprocal": lambda x, *a, **kw: 1.0 / _float(x),
+}
+
+
 def _pow(x: object, p: object) -> Sym:
     if p == 2:
         return _op("mul", x, x)
@@ -469,7 +486,8 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "abs": _unary("abs"), "__abs__": _unary("abs"),
     "neg": _unary("neg"), "negative": _unary("neg"), "__neg__": _unary("neg"),
     "tanh": _unary("tanh"), "exp": _unary("exp"), "exp2": _unary("exp2"),
-    "log": _unary("log"), "sigmoid": _unary("sigmoid"), "sqrt": _unary("sqrt"),
+    "log": _unary("log"), "log2": _unary("log2"), "sigmoid": _unary("sigmoid"),
+    "sqrt": _unary("sqrt"),
     "floor": _unary("floor"), "ceil": _unary("ceil"), "erf": _unary("erf"),
     "expit": _unary("sigmoid"), "gelu": _gelu,
     "relu": _relu,
@@ -512,6 +530,7 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
     "new_zeros": _new(0), "new_ones": _new(1), "new_full": _new(None),
     "masked_fill": lambda x, mask, value: _where(mask, value, x),
+    **_COMPOSED,
 }
 # names that exist as torch functions but not as the tensor method of the same meaning
 _FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where", "gelu", "expit"}

@@ -85,6 +85,17 @@ def kitchen_sink_score(score, b, h, q, k, *, slope):
     return u + torch.log(1 + torch.sigmoid(score)) + slope[h] * bucket.float() / 10
 
 
+# log2 (an op of its own, exact at powers of two) and the composed log1p: the score
+# term is a distance table, the mask renders log2f itself
+def log_buckets_score(score, b, h, q, k, *, slope):
+    d = (q - k).abs()
+    return score + slope[h] * (torch.log2(d + 1).floor() + 0.1 * torch.log1p(d.float()))
+
+
+def log_band(b, h, q, k):
+    return (q >= k) & (torch.log2((q - k).float() + 1) < 9)
+
+
 def dilated_window(b, h, q, k):
     return (q >= k) & (q - k < 300) & ((q - k) % 2 == 0)
 
@@ -224,6 +235,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("comb_prefix_softcap_sigmoid", prefix_lm, softcap_minus_log_s, "sigmoid"),
         make_spec("kitchen_sink", floor_mod_mask, kitchen_sink_score),
         make_spec("dilated_window", dilated_window),
+        make_spec("log_buckets", log_band, log_buckets_score),
         make_spec("half_precision_reads", half_gate, half_precision_reads),
         make_spec("pair_masks", pair_masks),
     ]

@@ -129,6 +129,27 @@ def test_unsupported_op_names_the_op_and_line():
     assert "mask_mod" in str(e.value)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda s, d: s + torch.log1p(d), lambda s, d: s + torch.special.log1p(d),
+    lambda s, d: s + torch.expm1(-d / 50), lambda s, d: s - torch.log2(d + 1),
+    lambda s, d: s - (d + 1).log10(), lambda s, d: s * torch.rsqrt(d + 1),
+    lambda s, d: s + (d + 1).reciprocal(), lambda s, d: s + torch.log2(d + 1).floor()],
+    ids=["log1p", "special.log1p", "expm1", "log2", "log10", "rsqrt", "reciprocal",
+         "floor-log2"])
+def test_composed_functions_trace_to_what_they_compute(fn):
+    """Functions the IR writes with its own ops (log1p as log(1 + x), ...) compute
+    what torch's do, to float32 rounding; log2 is an op of its own, exact at powers
+    of two (a bucket's floor(log2(d)) must not round down at 8)."""
+    def score_mod(score, b, h, q, k):
+        return fn(score, (q - k).abs().float())
+
+    b, h, q, k = _grid()
+    scores = torch.randn(B, H, SQ, SK, generator=torch.Generator().manual_seed(5)) * 5
+    got = _eval_traced(trace_score_mod(score_mod, {}).node, {}, scores)
+    want = score_mod(scores, b, h, q, k)
+    torch.testing.assert_close(got.expand_as(want), want, rtol=1e-5, atol=1e-5)
+
+
 def test_unsupported_method_names_the_method():
     def score(s, b, h, q, k):
         return s.cumsum(0)  # method
