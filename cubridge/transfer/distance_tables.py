@@ -23,6 +23,7 @@ benchmark gives the Flex peers the same tables (cubridge.bench.distance_mods).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -79,11 +80,6 @@ class DistanceTable:
     name: str
     term: Node
 
-    def __post_init__(self) -> None:
-        reads = {x.arg for x in self.term.walk() if x.op == "aux_load"} | {
-            x.arg[0] for x in self.term.walk() if x.op == "aux_size"}  # type: ignore[index]
-        object.__setattr__(self, "_reads", tuple(sorted(reads)))  # type: ignore[arg-type]
-
     @property
     def by_head(self) -> bool:
         return "h" in free_vars(self.term)
@@ -92,14 +88,17 @@ class DistanceTable:
     def dtype(self) -> torch.dtype:
         return TABLE_DTYPES[self.term.dtype]
 
+    @functools.cached_property
     def aux_names(self) -> tuple[str, ...]:
         """The aux tensors the term reads."""
-        return self._reads  # type: ignore[attr-defined]
+        names = {str(x.arg) for x in self.term.walk() if x.op == "aux_load"}
+        names |= {str(x.arg[0]) for x in self.term.walk() if x.op == "aux_size"}  # type: ignore[index]
+        return tuple(sorted(names))
 
     def build(self, shape: Shape, aux: Mapping[str, torch.Tensor],
               device: torch.device) -> torch.Tensor:
         """The table for one problem (cached by `TABLES`)."""
-        reads = {n: aux[n] for n in self.aux_names()}
+        reads = {n: aux[n] for n in self.aux_names}
         key = (self, shape.hq, shape.sq, shape.sk, str(device))
         return TABLES.get(key, reads, lambda: self._evaluate(shape, reads, device))
 
