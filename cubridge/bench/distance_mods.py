@@ -34,8 +34,8 @@ def distance_table_mods(spec: Spec, aux: Mapping[str, torch.Tensor], shape: Shap
     plan = _plan(spec)
     if plan is None:
         return None
-    tables = distance_tables(plan.score.node if plan.score else None)
-    if not tables or plan.score is None:
+    tables = distance_tables(plan.score.node) if plan.score else ()
+    if not tables:
         return None
     full = plan.with_captured(aux, device)
     distance = apply("add", apply("sub", var("q"), var("k")), const(shape.sk - 1))
@@ -48,7 +48,7 @@ def distance_table_mods(spec: Spec, aux: Mapping[str, torch.Tensor], shape: Shap
             return reads[n]
         return Node(n.op, n.dtype, tuple(replaced(a) for a in n.args), n.arg) if n.args else n
 
-    fn = grid_function(replaced(plan.score.node))
+    fn = grid_function(replaced(plan.score.node))  # type: ignore[union-attr]
     values = {**scalar_constants(full), **{t.name: t.build(shape, full, device) for t in tables}}
 
     def score_mod(score, b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202 - Flex's signature

@@ -310,8 +310,8 @@ def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
 def generate_header(plan: HookPlan) -> HookHeader:
     """The complete cubridge_hooks.cuh of a plan, with its aux manifest."""
     # (only into free slots: a spec that fills them keeps its terms per score)
-    free = MAX_AUX - len(plan.aux) - (2 if plan.classification == "table" else 0)
-    tables = distance_tables(plan.score.node if plan.score else None)[:max(free, 0)]
+    free = MAX_AUX - len(_slots(plan, ()))
+    tables = distance_tables(plan.score.node if plan.score else None)[:free]
     slots = _slots(plan, tables)
     slot_of = {s.name: s.slot for s in slots}
     dtypes = {s.name: s.dtype for s in slots}

@@ -98,6 +98,10 @@ class DistanceTable:
     def build(self, shape: Shape, aux: Mapping[str, torch.Tensor],
               device: torch.device) -> torch.Tensor:
         """The table for one problem (cached by `TABLES`)."""
+        missing = [n for n in self.aux_names if n not in aux]
+        if missing:
+            raise KeyError(f"{self.name} (score_mod's term {self.term!r}) reads aux {missing}, "
+                           f"not given (got {sorted(aux)})")
         reads = {n: aux[n] for n in self.aux_names}
         key = (self, shape.hq, shape.sq, shape.sk, str(device))
         return TABLES.get(key, reads, lambda: self._evaluate(shape, reads, device))

@@ -161,4 +161,3 @@ def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | Non
                               + _DSL.format(what="score_mod"))
         softcap = cap
     return FA4Flags(causal, (window - 1, 0) if window is not None else (None, None), softcap)
-

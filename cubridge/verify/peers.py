@@ -320,10 +320,12 @@ def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods,
     """How FlexAttention was given the variant: its BlockMask, the 0-d aux bound
     as constants, the tensors its mods capture, a distance table."""
     constants = bound_constants(problem.spec, problem.aux)
-    tensors = sorted(set(captured_tensors(mods.mask_mod) + captured_tensors(mods.score_mod)))
+    # (a tabled score_mod's closure holds its tables, named by the note instead)
+    score_tensors = [] if distance_table else captured_tensors(mods.score_mod)
+    tensors = sorted(set(captured_tensors(mods.mask_mod) + score_tensors))
     parts = ["BlockMask" if block_mask else "",
              ", ".join(f"{n}={v}" for n, v in constants.items()),
-             "score term of (h, q - k) as a table" if distance_table else
+             "score term of (h, q - k) as a table" if distance_table else "",
              f"captures {', '.join(tensors)}" if tensors else ""]
     return "; ".join(p for p in parts if p)
 

@@ -189,6 +189,7 @@ def test_flex_reads_t5_buckets_from_a_distance_table_and_verifies():
     assert torch.equal(tabled(score, b, h, q, k), c.mods.score_mod(score, b, h, q, k))
     prepared = make_flex_preparer("TRITON", compiled=False)(c)
     assert "score term of (h, q - k) as a table" in prepared.note
+    assert "__distance_table" not in prepared.note
     assert c.precomputed_score_mod is not None
     ref = float64_reference(c.spec, c.q, c.k, c.v, c.aux, c.mods, True).out
     check = check_output(prepared.to_standard(prepared.run()), ref, c.v,

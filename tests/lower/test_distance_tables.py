@@ -99,7 +99,7 @@ def test_tables_are_built_once_per_problem_and_aux_and_again_when_it_changes():
 
 def test_a_table_without_its_aux_is_a_clear_error():
     _, header, _ = _t5_header_and_aux()
-    with pytest.raises(KeyError, match="t5_bias"):
+    with pytest.raises(KeyError, match="reads aux \\['t5_bias'\\], not given"):
         header.pack_aux({}, SHAPE)
 
 
