@@ -24,6 +24,12 @@ from cubridge.lower.cuda_render import (
     render_interval,
 )
 from cubridge.lower.key_runs import render_key_runs
+from cubridge.lower.narrowed_indices import (
+    NARROW_DTYPE,
+    NarrowedIndex,
+    narrowed,
+    narrowed_indices,
+)
 from cubridge.lower.pair_reads import (
     aligned_pair_rows,
     pair_slots,
@@ -59,16 +65,20 @@ class HookHeader:
     plan: HookPlan
     pair_slots: tuple[int, ...] = ()  # the mods' pair reads (pair_reads.py)
     distance_tables: tuple[DistanceTable, ...] = ()  # score_mod's tabulated terms
+    narrowed: tuple[NarrowedIndex, ...] = ()  # aux packed as int16 (narrowed_indices.py)
 
     def manifest(self) -> dict[str, object]:
         """JSON-able description of the aux slots and the table tiling."""
+        narrowed_names = {n.name for n in self.narrowed}
         return {
             "spec": self.plan.name,
             "normalizer": self.plan.normalizer,
             "classification": self.plan.classification,
             "table_block": list(self.plan.table_block),
             "aux": [{"slot": s.slot, "name": s.name, "dtype": str(s.dtype).removeprefix("torch."),
-                     "rank": s.rank, "source": s.source} for s in self.slots],
+                     "rank": s.rank, "source": s.source,
+                     **({"narrowed": True} if s.name in narrowed_names else {})}
+                    for s in self.slots],
         }
 
     def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape,
@@ -85,12 +95,16 @@ class HookHeader:
             where = torch.device(device) if device is not None else torch.device("cpu")
             tables = {**tables, **{t.name: t.build(shape, aux, where)
                                    for t in self.distance_tables}}
+        narrow = {n.name: n for n in self.narrowed}
         out = []
         for s in self.slots:
             t = aux.get(s.name) if s.source in ("spec", "captured") else tables[s.name]
             if t is None:
                 raise KeyError(f"hooks of spec {self.plan.name!r} read aux {s.name!r}, "
                                f"not given (got {sorted(aux)})")
+            if s.name in narrow:
+                narrow[s.name].check_indexed(aux)
+                t = narrowed(s.name, t)  # (int16 indices: staged as a 16-bit pair read)
             if t.dtype != s.dtype or t.dim() != s.rank:
                 raise ValueError(f"aux {s.name!r}: hooks were generated for {s.dtype} rank "
                                  f"{s.rank}, got {t.dtype} rank {t.dim()}")
@@ -113,8 +127,10 @@ def _table_reads(tables: tuple[DistanceTable, ...], slots: Mapping[str, int]) ->
     return reads
 
 
-def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...]) -> tuple[AuxSlot, ...]:
-    slots = [AuxSlot(i, a.name, a.dtype, a.rank,
+def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...],
+           narrow: tuple[NarrowedIndex, ...] = ()) -> tuple[AuxSlot, ...]:
+    to_int16 = {n.name for n in narrow}
+    slots = [AuxSlot(i, a.name, NARROW_DTYPE if a.name in to_int16 else a.dtype, a.rank,
                      "captured" if a.name in plan.captured else "spec")
              for i, a in enumerate(plan.aux)]
     slots += [AuxSlot(len(slots) + i, t.name, t.dtype, 2, "distance_table")
@@ -312,7 +328,10 @@ def generate_header(plan: HookPlan) -> HookHeader:
     # (only into free slots: a spec that fills them keeps its terms per score)
     free = MAX_AUX - len(_slots(plan, ()))
     tables = distance_tables(plan.score.node if plan.score else None)[:free]
-    slots = _slots(plan, tables)
+    narrow = narrowed_indices(plan.score.node if plan.score else None,
+                              plan.mask.node if plan.mask else None,
+                              {a.name: a.dtype for a in plan.aux}, plan.fixed_dims)
+    slots = _slots(plan, tables, narrow)
     slot_of = {s.name: s.slot for s in slots}
     dtypes = {s.name: s.dtype for s in slots}
     tabulated = _table_reads(tables, slot_of)
@@ -389,4 +408,4 @@ def generate_header(plan: HookPlan) -> HookHeader:
     return HookHeader("\n".join(parts), slots, plan,
                       pair_slots(plan.score.node if plan.score else None,
                                  plan.mask.node if plan.mask else None, slot_of, dtypes),
-                      tables)
+                      tables, narrow)

@@ -24,7 +24,7 @@ from cubridge.lower.cuda_render import AUX_C_TYPES, C_TYPES, render_body, render
 from cubridge.transfer.expr import Node, free_vars
 
 # The element types a kernel copies as raw patterns, per hook.
-SCORE_PAIR_DTYPES = (torch.bfloat16, torch.float16)
+SCORE_PAIR_DTYPES = (torch.bfloat16, torch.float16, torch.int16)  # (int16: narrowed_indices.py)
 MASK_PAIR_DTYPES = (torch.bool, torch.uint8, torch.int8)
 CHUNK_BYTES = 16  # one copy: a pair read's rows start and end on such a boundary
 
@@ -96,7 +96,7 @@ def _render(hook: PairHooks, expr: Node | None, node: Node | None, slots: Mappin
     offset = " + ".join(f"static_cast<int64_t>({render_value(a, slots, aux_dtypes)}) * "
                         f"aux.t[{slot}].stride[{d}]" for d, a in enumerate(node.args[:-1]))
     c_type = C_TYPES[node.dtype]
-    value = (f"cubridge::widen16<{load_t}>(pair)" if hook is SCORE
+    value = (f"cubridge::widen16<{load_t}>(pair)" if hook is SCORE and load_t != "int16_t"
              else f"static_cast<{load_t}>(pair)" if load_t == c_type
              else f"static_cast<{c_type}>(static_cast<{load_t}>(pair))")
     body = render_body(expr, slots, aux_dtypes, pre_bound={**(pre_bound or {}), node: value},
@@ -139,8 +139,13 @@ def aligned_pair_rows(t: torch.Tensor) -> torch.Tensor:
     per_chunk = CHUNK_BYTES // t.element_size()
     rows_ok = all(st % per_chunk == 0
                   for sz, st in zip(t.shape[:-1], t.stride()[:-1], strict=True) if sz > 1)
-    if (t.data_ptr() % CHUNK_BYTES == 0 and t.stride(-1) == 1 and rows_ok
-            and t.shape[-1] % per_chunk == 0):
+    # the last row's last chunk must lie in the storage (a padded view's does)
+    last = t.storage_offset() + sum((sz - 1) * st for sz, st in zip(t.shape, t.stride(),
+                                                                    strict=True))
+    in_storage = (last // per_chunk + 1) * per_chunk * t.element_size() \
+        <= t.untyped_storage().nbytes()
+    if (t.data_ptr() % CHUNK_BYTES == 0 and t.stride(-1) == 1 and rows_ok and in_storage
+            and t.numel() > 0):
         return t
     n = t.shape[-1]
     padded = torch.empty(*t.shape[:-1], -(-n // per_chunk) * per_chunk,

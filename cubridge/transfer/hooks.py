@@ -64,6 +64,10 @@ class HookPlan:
     # plan_from_json traces the spec again for them)
     captured: Mapping[str, torch.Tensor] = dataclasses.field(default_factory=dict,
                                                              compare=False)
+    # each aux tensor's sizes known before any call (None: per problem): a captured
+    # tensor's shape, the integers of a spec's AUX_SHAPES
+    fixed_dims: Mapping[str, tuple[int | None, ...]] = dataclasses.field(
+        default_factory=dict, compare=False)
 
     @property
     def elementwise(self) -> bool:
@@ -142,7 +146,9 @@ class HookPlan:
                 "aux_names": list(self.aux_names), "table_block": list(self.table_block),
                 "table_depends_on_b": self.table_depends_on_b,
                 "table_depends_on_h": self.table_depends_on_h,
-                "captured": [_aux_json(a) for a in self.aux if a.name in self.captured]}
+                "captured": [_aux_json(a) for a in self.aux if a.name in self.captured],
+                **({"fixed_dims": {n: list(d) for n, d in self.fixed_dims.items()}}
+                   if self.fixed_dims else {})}
 
     def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor],
                     device: torch.device | str | None = None) -> BlockTable:
@@ -199,7 +205,8 @@ def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
         aux_names=tuple(data["aux_names"]),  # type: ignore[arg-type]
         mask_fn=spec.mask_mod, table_block=tuple(data["table_block"]),  # type: ignore[arg-type]
         table_depends_on_b=bool(data["table_depends_on_b"]),
-        table_depends_on_h=bool(data["table_depends_on_h"]), captured=captured)
+        table_depends_on_h=bool(data["table_depends_on_h"]), captured=captured,
+        fixed_dims={str(n): tuple(d) for n, d in data.get("fixed_dims", {}).items()})  # type: ignore[attr-defined]
 
 
 def _classification(mask: TracedMod | None) -> Classification:
@@ -248,7 +255,21 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
         table_depends_on_b="b" in mask_vars,
         table_depends_on_h="h" in mask_vars,
         captured=captured,
+        fixed_dims=_fixed_dims(spec, ordered, captured),
     )
+
+
+def _fixed_dims(spec: Spec, read: tuple[AuxInfo, ...],
+                captured: Mapping[str, torch.Tensor]) -> dict[str, tuple[int | None, ...]]:
+    """The sizes of the read aux tensors that no problem changes."""
+    declared = spec.aux_shapes or {}
+    out: dict[str, tuple[int | None, ...]] = {}
+    for a in read:
+        if a.name in captured:
+            out[a.name] = tuple(captured[a.name].shape)
+        elif a.name in declared and any(isinstance(d, int) for d in declared[a.name]):
+            out[a.name] = tuple(d if isinstance(d, int) else None for d in declared[a.name])
+    return out
 
 
 def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
