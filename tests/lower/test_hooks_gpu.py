@@ -165,3 +165,28 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
                     device="cuda", dtypes=[torch.bfloat16, torch.float16], shapes=PAIR_SHAPES,
                     seed=0, require_lse=True)
     assert report.passed, report.table()
+
+
+# The test variants of tests/transfer/hook_variants.py that no example mirrors: a
+# floor-mod mask with a distance-table score (kitchen_sink), a log2 mask with a
+# tabulated log bucket (log_buckets), 16-bit reads widened (half_precision_reads), bool
+# and int8 pair masks, a prefix past the 32-bit interval range. Their hooks are checked
+# per element on the host (test_hooks_compiled.py); here, through each kernel.
+BEYOND_EXAMPLES = ["half_precision_reads", "kitchen_sink", "log_buckets", "pair_masks",
+                   "prefix_past_int_range"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kernel_name", ["fa_sm80", "fa_sm90"])
+@pytest.mark.parametrize("name", BEYOND_EXAMPLES)
+def test_test_variants_compute_their_spec_on_the_gpu(name, kernel_name):
+    from hook_variants import VARIANTS  # (tests/lower/conftest.py puts it on the path)
+
+    from cubridge.verify import verify
+
+    if not _runs_here(kernel_name):
+        pytest.skip(f"{kernel_name} does not run on this GPU")
+    spec = VARIANTS[name]
+    report = verify(spec, _impl(spec, kernel_name), device="cuda", dtypes=[torch.bfloat16],
+                    shapes=SHAPES[:3], seed=0, require_lse=spec.returns_lse)
+    assert report.passed, report.table()
