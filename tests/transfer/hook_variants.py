@@ -176,10 +176,10 @@ def dense_attention(q, k, v, *, mask_mod=None, score_mod=None, normalizer="softm
     kk = k.double().repeat_interleave(hq // hk, dim=1)
     vv = v.double().repeat_interleave(hq // hk, dim=1)
     s = (q.double() @ kk.transpose(-1, -2)) * (scale if scale is not None else d**-0.5)
-    bi = torch.arange(b).view(b, 1, 1, 1)
-    hi = torch.arange(hq).view(1, hq, 1, 1)
-    qi = torch.arange(sq).view(1, 1, sq, 1)
-    ki = torch.arange(sk).view(1, 1, 1, sk)
+    bi = torch.arange(b, device=q.device).view(b, 1, 1, 1)
+    hi = torch.arange(hq, device=q.device).view(1, hq, 1, 1)
+    qi = torch.arange(sq, device=q.device).view(1, 1, sq, 1)
+    ki = torch.arange(sk, device=q.device).view(1, 1, 1, sk)
 
     def take(fn):
         return {n: aux[n] for n in aux_parameters(fn)}
