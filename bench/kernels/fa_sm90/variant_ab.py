@@ -134,6 +134,10 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=16) as pool:
         compiled = list(pool.map(lambda v: v.compile(arch), variants.values()))
     if args.compile_only:
+        for (name, label), builds in zip(variants, compiled):  # (what a spill would cost)
+            spills = ", ".join(f"{kernel.resources_of(lib.entry).spill_store_bytes} B"
+                               for _, _, kernel in builds)
+            print(f"{name} {label}: spill stores {spills}")
         print(f"built {len(variants)} variants for {arch} in {cache_root()}")
         if args.pack:
             kernels = [kernel for builds in compiled for _, _, kernel in builds]
