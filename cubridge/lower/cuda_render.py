@@ -134,6 +134,22 @@ def render_value(node: Node, slots: Mapping[str, int],
             # a non-negative dividend and a positive constant divisor: C's / and %
             # are floor division and modulo there, without the sign fix-ups
             return f"({go(n.args[0])} {'/' if n.op == 'floordiv' else '%'} {go(n.args[1])})"
+        if n.op in ("floordiv", "mod") and n.dtype == DType.INT and (
+                shifted := _shifted_division(n)) is not None:
+            # (a + c) with a >= 0: a + (c mod d) is non-negative and below 2^32 as an
+            # unsigned, and congruent to a + c, so unsigned / and % give the floor forms
+            # (floor division plus floor(c / d)) without the sign fix-ups: a position
+            # offset such as (k - 16) % 28 takes two instructions instead of six
+            a, c = shifted
+            d = n.args[1].arg
+            if n.args[0] in bound:  # (a shared a + c: the residue's offset from it, mod 2^32)
+                u = f"(static_cast<unsigned>({bound[n.args[0]]}) + {(c % d - c) % 2**32}u)"
+            else:
+                u = f"(static_cast<unsigned>({go(a)}) + {c % d}u)"
+            if n.op == "mod":
+                return f"static_cast<int>({u} % {d}u)"
+            quotient = f"static_cast<int>({u} / {d}u)"
+            return quotient if c // d == 0 else f"({quotient} + {c_literal(c // d, DType.INT)})"
         if fast and n.op == "truediv" and n.args[1].op == "const" and n.args[1].arg:
             # division by a constant: multiply by its reciprocal (no SFU op, ~1 ulp)
             return f"({go(n.args[0])} * {c_literal(1.0 / n.args[1].arg, DType.FLOAT)})"
@@ -176,6 +192,23 @@ def _nonnegative(node: Node) -> bool:
 def _plain_division(n: Node) -> bool:
     a, d = n.args
     return (d.op == "const" and isinstance(d.arg, int) and d.arg > 0 and _nonnegative(a))
+
+
+def _shifted_division(n: Node) -> tuple[Node, int] | None:
+    """(a, c) where n divides a + c (a - c) by a positive constant below 2^31, a is
+    a non-negative int and c an int constant; else None."""
+    x, d = n.args
+    if not (d.op == "const" and isinstance(d.arg, int) and 0 < d.arg < 2**31):
+        return None
+    if x.op not in ("add", "sub"):
+        return None
+    a, c = x.args
+    if x.op == "add" and a.op == "const":
+        a, c = c, a
+    if not (c.op == "const" and isinstance(c.arg, int) and not isinstance(c.arg, bool)
+            and abs(c.arg) < 2**31 and a.dtype == DType.INT and _nonnegative(a)):
+        return None
+    return a, (c.arg if x.op == "add" else -c.arg)
 
 
 def interval_lang(slots: Mapping[str, int],

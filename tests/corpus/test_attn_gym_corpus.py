@@ -44,9 +44,7 @@ KERNELS = {"fa_sm90": "sm_90a", "fa_sm80": "sm_80"}  # what select_kernel picks 
 # these fails.
 SPILL_EXCEPTIONS = {
     ("fa_sm90", "generate_jetspec_tree_causal_mask_mod"): 284,
-    ("fa_sm90", "generate_temporal_head_mask_mod"): 176,
     ("fa_sm90", "generate_graphormer_edge_bias"): 4384,
-    ("fa_sm80", "generate_jetspec_training_mask_mod"): 260,
     ("fa_sm80", "generate_jetspec_tree_causal_mask_mod"): 384,
     ("fa_sm80", "generate_sta_mask_mod_2d"): 228,
     ("fa_sm80", "generate_sta_mask_mod_3d"): 264,

@@ -38,6 +38,26 @@ def test_flags_and_normaliser():
     assert "Normalizer::Softmax" in text and "return KvRange{0, num_kv_blocks};" in text
 
 
+def test_position_offsets_divide_as_unsigned():
+    """floor division and modulo of a position plus a constant by a positive constant
+    render as unsigned / and % of the position plus the offset's residue (two
+    instructions, not C's signed forms and their sign fix-ups: the temporal-head mask
+    of attention-gym spilled 176 B with those); a dividend that may be negative for
+    other reasons keeps the floor forms. The values are checked on the host against
+    torch by test_hooks_compiled (the kitchen sink's mask has these terms)."""
+
+    def mask(b, h, q, k):
+        return (((k - 16) % 28 == (q + 12) % 28) | ((q + 7) // 64 >= (k - 200) // 64)
+                | ((q - k) % 5 == 0))
+
+    text = generate_header(plan_hooks(make_spec("offsets", mask))).text
+    body = text[text.index("bool mask_mod("):text.index("bool mask_mod_paired(")]
+    assert "static_cast<int>((static_cast<unsigned>(k) + 12u) % 28u)" in body
+    assert "(static_cast<int>((static_cast<unsigned>(k) + 56u) / 64u) + (-4))" in body
+    assert "((q + 12) % 28)" in body and "((q + 7) / 64)" in body  # (non-negative already)
+    assert "detail::mod((q - k), 5)" in body
+
+
 def test_only_searched_key_ranges_say_so():
     """CUBRIDGE_HOOKS_KV_RANGE_BY_SEARCH lets a kernel run the range search its own
     way (fa_sm90: 32 split points per round), so only headers whose kv_block_range

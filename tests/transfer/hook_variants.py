@@ -101,7 +101,9 @@ def dilated_window(b, h, q, k):
 
 
 def floor_mod_mask(b, h, q, k):
-    return ((q - k) // 96 >= -1) & ((k - q) % 128 < 100) | (h == 1) & ~(q < 40)
+    # (position offsets too: (k - 200) // 64 and (k - 16) % 28 take unsigned forms)
+    return (((q - k) // 96 >= -1) & ((k - q) % 128 < 100) & ((q + 7) // 64 >= (k - 200) // 64)
+            | (h == 1) & ~(q < 40) | ((k - 16) % 28 == (q + 12) % 28))
 
 
 def half_gate(b, h, q, k, *, gate16):
