@@ -24,6 +24,7 @@ from cubridge.lower.cuda_render import (
     render_interval,
 )
 from cubridge.lower.key_runs import render_key_runs
+from cubridge.lower.pair_codes import CODE_DTYPE, PairCode, coded_score, pair_code
 from cubridge.lower.narrowed_indices import (
     NARROW_DTYPE,
     NarrowedIndex,
@@ -55,7 +56,8 @@ class AuxSlot:
     name: str
     dtype: torch.dtype
     rank: int
-    source: Literal["spec", "captured", "block_kinds", "kv_ranges", "distance_table"]
+    source: Literal["spec", "captured", "block_kinds", "kv_ranges", "distance_table",
+                    "pair_codes", "pair_code_table"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class HookHeader:
     pair_slots: tuple[int, ...] = ()  # the mods' pair reads (pair_reads.py)
     distance_tables: tuple[DistanceTable, ...] = ()  # score_mod's tabulated terms
     narrowed: tuple[NarrowedIndex, ...] = ()  # aux packed as int16 (narrowed_indices.py)
+    pair_code: PairCode | None = None  # score_mod's term coded per pair (pair_codes.py)
 
     def manifest(self) -> dict[str, object]:
         """JSON-able description of the aux slots and the table tiling."""
@@ -95,6 +98,10 @@ class HookHeader:
             where = torch.device(device) if device is not None else torch.device("cpu")
             tables = {**tables, **{t.name: t.build(shape, aux, where)
                                    for t in self.distance_tables}}
+        if self.pair_code is not None:
+            where = torch.device(device) if device is not None else torch.device("cpu")
+            codes, values = self.pair_code.build(aux, shape.hq, where)
+            tables = {**tables, self.pair_code.codes: codes, self.pair_code.table: values}
         narrow = {n.name: n for n in self.narrowed}
         out = []
         for s in self.slots:
@@ -128,11 +135,15 @@ def _table_reads(tables: tuple[DistanceTable, ...], slots: Mapping[str, int]) ->
 
 
 def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...],
-           narrow: tuple[NarrowedIndex, ...] = ()) -> tuple[AuxSlot, ...]:
+           narrow: tuple[NarrowedIndex, ...] = (), code: PairCode | None = None
+           ) -> tuple[AuxSlot, ...]:
     to_int16 = {n.name for n in narrow}
     slots = [AuxSlot(i, a.name, NARROW_DTYPE if a.name in to_int16 else a.dtype, a.rank,
                      "captured" if a.name in plan.captured else "spec")
              for i, a in enumerate(plan.aux)]
+    if code is not None:
+        slots += [AuxSlot(len(slots), code.codes, CODE_DTYPE, len(code.rows) + 1, "pair_codes"),
+                  AuxSlot(len(slots) + 1, code.table, code.table_dtype, 2, "pair_code_table")]
     slots += [AuxSlot(len(slots) + i, t.name, t.dtype, 2, "distance_table")
               for i, t in enumerate(tables)]
     if plan.classification == "table":
@@ -323,15 +334,20 @@ def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
   return KvRange{{k_lo / block_n, last < num_kv_blocks ? last : num_kv_blocks}};"""
 
 
-def generate_header(plan: HookPlan) -> HookHeader:
-    """The complete cubridge_hooks.cuh of a plan, with its aux manifest."""
+def generate_header(plan: HookPlan, pair_codes: bool = True) -> HookHeader:
+    """The complete cubridge_hooks.cuh of a plan, with its aux manifest.
+    `pair_codes=False` keeps a term that pair codes would read from a table per
+    score (the form they replace: A/B builds, the spill fallbacks' test)."""
     # (only into free slots: a spec that fills them keeps its terms per score)
     free = MAX_AUX - len(_slots(plan, ()))
-    tables = distance_tables(plan.score.node if plan.score else None)[:free]
-    narrow = narrowed_indices(plan.score.node if plan.score else None,
-                              plan.mask.node if plan.mask else None,
+    score = plan.score.node if plan.score else None
+    code = pair_code(score) if pair_codes and free >= 2 else None
+    if code is not None:
+        score, free = coded_score(score, code), free - 2  # type: ignore[arg-type]
+    tables = distance_tables(score)[:free]
+    narrow = narrowed_indices(score, plan.mask.node if plan.mask else None,
                               {a.name: a.dtype for a in plan.aux}, plan.fixed_dims)
-    slots = _slots(plan, tables, narrow)
+    slots = _slots(plan, tables, narrow, code)
     slot_of = {s.name: s.slot for s in slots}
     dtypes = {s.name: s.dtype for s in slots}
     tabulated = _table_reads(tables, slot_of)
@@ -363,19 +379,18 @@ def generate_header(plan: HookPlan) -> HookHeader:
     if plan.classification == "table":
         parts += [f"constexpr int kTableBlockM = {plan.table_block[0]};  // tiles of the tables",
                   f"constexpr int kTableBlockN = {plan.table_block[1]};", ""]
-    if plan.score:
+    if score is not None:
         body = "\n".join([_unused("s", "b", "h", "q", "k", "aux"),
-                          *render_body(plan.score.node, slot_of, dtypes, fast=True,
+                          *render_body(score, slot_of, dtypes, fast=True,
                                       contiguous_aux=True, pre_bound=tabulated)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return s;"
     parts.append(_function("score_mod", body))
-    parts += render_pair_hooks(plan.score.node if plan.score else None, slot_of, dtypes,
-                               tabulated)
+    parts += render_pair_hooks(score, slot_of, dtypes, tabulated)
     # (a sigmoid's linear score_mod has the exponent form below instead)
-    if plan.score and (plan.normalizer == "softmax" or (
-            plan.normalizer == "sigmoid" and linear_score(plan.score.node) is None)):
-        affine = render_affine_score(plan.score.node, slot_of, dtypes, tabulated)
+    if score is not None and (plan.normalizer == "softmax" or (
+            plan.normalizer == "sigmoid" and linear_score(score) is None)):
+        affine = render_affine_score(score, slot_of, dtypes, tabulated)
         if affine:
             parts.append(affine)
     if plan.mask:
@@ -392,8 +407,7 @@ def generate_header(plan: HookPlan) -> HookHeader:
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":
         parts.append(_SCALED_SIGMOID)
-        exponent = render_sigmoid_exponent(plan.score.node if plan.score else None, slot_of,
-                                           dtypes, tabulated)
+        exponent = render_sigmoid_exponent(score, slot_of, dtypes, tabulated)
         if exponent:
             parts.append(exponent)
     else:
@@ -406,6 +420,5 @@ def generate_header(plan: HookPlan) -> HookHeader:
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
     parts.append("}  // namespace cubridge_hooks\n")
     return HookHeader("\n".join(parts), slots, plan,
-                      pair_slots(plan.score.node if plan.score else None,
-                                 plan.mask.node if plan.mask else None, slot_of, dtypes),
-                      tables, narrow)
+                      pair_slots(score, plan.mask.node if plan.mask else None, slot_of, dtypes),
+                      tables, narrow, code)

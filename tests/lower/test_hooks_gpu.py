@@ -141,8 +141,10 @@ PAIR_LAYOUTS = {
 
 
 # (graph_mask: a dense bool adjacency, mask_mod's pair read; its rows align at 16 keys;
-# graph_spatial_bias: int32 distances, packed as int16 indices and staged as pairs)
-PAIR_READS = {"pair_bias": "bias", "graph_mask": "adjacency", "graph_spatial_bias": "distance"}
+# graph_spatial_bias: int32 distances, packed as int16 indices and staged as pairs;
+# graph_edge_bias: its path lengths, coded with the edge types as int16 pair codes)
+PAIR_READS = {"pair_bias": "bias", "graph_mask": "adjacency", "graph_spatial_bias": "distance",
+              "graph_edge_bias": "path_length"}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
