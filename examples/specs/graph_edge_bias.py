@@ -44,14 +44,12 @@ def make_aux(shape, generator, device):
 
 def reference(q, k, v, path_length, path_types, edge_bias):
     k, v = expand_kv(q, k, v)
-    length = path_length.long()
-    total = torch.zeros(length.shape, dtype=torch.float32, device=q.device)
-    total = total.unsqueeze(1).repeat(1, q.shape[1], 1, 1)  # [B, Hq, Sq, Sk]
+    length = path_length.long().unsqueeze(1)  # [B, 1, Sq, Sk]
+    total = 0.0
     for hop in range(HOPS):
-        weight = edge_bias[:, hop][:, path_types[..., hop].long()].transpose(0, 1)
-        total += torch.where((length > hop).unsqueeze(1), weight, 0.0)
-    bias = total / length.clamp(min=1).unsqueeze(1)
-    scores = scaled_scores(q, k) + bias.to(q.dtype)
+        weight = edge_bias.to(q.dtype)[:, hop][:, path_types[..., hop].long()]  # [Hq, B, Sq, Sk]
+        total = total + torch.where(length > hop, weight.transpose(0, 1), 0.0)
+    scores = scaled_scores(q, k) + total / length.clamp(min=1)
     return softmax_attention(scores, torch.ones_like(scores, dtype=torch.bool), v)
 
 
