@@ -301,6 +301,8 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
         if options:
             kwargs["kernel_options"] = options
         note = flex_note(problem, block_mask is not None, mods, tabled)
+        if backend == "TRITON" and compiled and q.is_cuda:
+            kwargs, note = fit_triton_tiles(lambda **kw: flex(q, k, v, **kw), kwargs, note)
         if not exact:
             return Prepared(lambda: flex(q, k, v, **kwargs), note=note)
 
@@ -313,6 +315,29 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
         return Prepared(run, note=note)
 
     return prepare_flex
+
+
+# Flex Triton's default tiles can ask an SM for more shared memory than it has where
+# the mods capture several tensors (Graphormer's edge encoding: 262,144 B of 232,448);
+# the error says "Reducing block sizes or `num_stages` may help", and so its users do.
+TRITON_SMALL_TILES = {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 1}
+
+
+def fit_triton_tiles(call: Callable[..., object], kwargs: dict[str, object],
+                     note: str) -> tuple[dict[str, object], str]:
+    """(kwargs, note) with which `call` runs: as given, or with smaller tiles where
+    the first call (the compile, the user's warm-up) ran out of shared memory."""
+    try:
+        call(**kwargs)
+        return kwargs, note
+    except Exception as exc:  # noqa: BLE001 - only the out-of-resource error is retried
+        if "out of resource" not in str(exc) or "kernel_options" in kwargs:
+            raise
+    smaller = {**kwargs, "kernel_options": dict(TRITON_SMALL_TILES)}
+    call(**smaller)
+    tiles = ", ".join(f"{k}={v}" for k, v in TRITON_SMALL_TILES.items())
+    return smaller, "; ".join(p for p in (note, f"kernel_options {tiles} (the default tiles "
+                                                "ran out of shared memory)") if p)
 
 
 def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods,

@@ -230,3 +230,33 @@ def test_ours_from_a_folder_of_run_directories_picks_each_variants_newest(specs,
     assert passes(impl.prepare, case_for(specs["causal"]))[0]
     with pytest.raises(Unsupported, match="no run directory for 'full'"):
         impl.prepare(case_for(specs["full"]))
+
+
+def test_flex_triton_takes_smaller_tiles_only_when_its_tiles_run_out_of_shared_memory():
+    from cubridge.verify.peers import TRITON_SMALL_TILES, fit_triton_tiles
+
+    calls = []
+
+    def out_of_smem(**kw):
+        calls.append(kw)
+        if "kernel_options" not in kw:
+            raise RuntimeError("No valid triton configs. OutOfMemoryError: out of resource: "
+                               "Required: 262144 Hardware limit:232448")
+        return "ran"
+
+    kwargs, note = fit_triton_tiles(out_of_smem, {"scale": 0.1}, "BlockMask")
+    assert kwargs == {"scale": 0.1, "kernel_options": TRITON_SMALL_TILES}
+    assert len(calls) == 2 and note.startswith("BlockMask; kernel_options BLOCK_M=64")
+    # runs as given: unchanged; another error, or one with tiles already given: raised
+    assert fit_triton_tiles(lambda **kw: None, {"scale": 0.1}, "") == ({"scale": 0.1}, "")
+
+    def broken(**kw):
+        raise RuntimeError("CuteDSL template failed")
+
+    with pytest.raises(RuntimeError, match="CuteDSL"):
+        fit_triton_tiles(broken, {}, "")
+    def always_out(**kw):
+        raise RuntimeError("out of resource: shared memory")
+
+    with pytest.raises(RuntimeError, match="out of resource"):
+        fit_triton_tiles(always_out, {"kernel_options": {"BLOCK_M": 32}}, "")
