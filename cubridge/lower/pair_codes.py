@@ -28,6 +28,7 @@ be coded in 16 bits; `PairCode.build` says so, naming the tensors.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ import torch
 
 from cubridge.lower.pair_reads import aligned_pair_rows
 from cubridge.transfer.block_table import DerivedCache
-from cubridge.transfer.expr import SCORE_VAR, DType, Node, const, free_vars, var
+from cubridge.transfer.expr import SCORE_VAR, DType, Node, aux_reads, const, free_vars, var
 from cubridge.transfer.torch_render import grid_function
 
 CODE_DTYPE = torch.int16
@@ -133,9 +134,8 @@ class PairCode:
 
     @functools.cached_property
     def aux_names(self) -> tuple[str, ...]:
-        return tuple(sorted({str(x.arg) for x in self.term.walk() if x.op == "aux_load"}
-                            | {str(x.arg[0]) for x in self.term.walk()  # type: ignore[index]
-                               if x.op == "aux_size"}))
+        """The aux tensors the term reads."""
+        return tuple(sorted(aux_reads(self.term)))
 
     def build(self, aux: Mapping[str, torch.Tensor], hq: int,
               device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,11 +182,11 @@ class PairCode:
                                 device=device))
         lo, hi = stacked.min(dim=0).values, stacked.max(dim=0).values
         radix = (hi - lo + 1).tolist()
-        if _product(radix) <= MAX_CODES:
+        if math.prod(radix) <= MAX_CODES:
             # mixed radix over the data's ranges: every tuple of the ranges has a code
-            strides = [_product(radix[i + 1:]) for i in range(len(radix))]
+            strides = [math.prod(radix[i + 1:]) for i in range(len(radix))]
             codes = ((stacked - lo) * torch.tensor(strides, device=device)).sum(dim=1)
-            grid = torch.arange(_product(radix), device=device)
+            grid = torch.arange(math.prod(radix), device=device)
             tuples = torch.stack([lo[i] + (grid // strides[i]) % radix[i]
                                   for i in range(len(radix))], dim=1)
             try:
@@ -219,13 +219,6 @@ class PairCode:
             **columns, **aux)
         return torch.as_tensor(values, device=device).to(self.table_dtype).expand(
             rows, n).contiguous()
-
-
-def _product(xs: list[int]) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def _columns(tuples: torch.Tensor) -> dict[str, torch.Tensor]:
