@@ -24,6 +24,7 @@ from cubridge.lower.cuda_render import (
     render_interval,
 )
 from cubridge.lower.key_runs import render_key_runs
+from cubridge.lower.mask_tables import TABLE_DTYPE, MaskTable, mask_table
 from cubridge.lower.pair_codes import CODE_DTYPE, PairCode, coded_score, pair_code
 from cubridge.lower.narrowed_indices import (
     NARROW_DTYPE,
@@ -57,7 +58,7 @@ class AuxSlot:
     dtype: torch.dtype
     rank: int
     source: Literal["spec", "captured", "block_kinds", "kv_ranges", "distance_table",
-                    "pair_codes", "pair_code_table"]
+                    "pair_codes", "pair_code_table", "mask_table"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class HookHeader:
     distance_tables: tuple[DistanceTable, ...] = ()  # score_mod's tabulated terms
     narrowed: tuple[NarrowedIndex, ...] = ()  # aux packed as int16 (narrowed_indices.py)
     pair_code: PairCode | None = None  # score_mod's term coded per pair (pair_codes.py)
+    mask_table: MaskTable | None = None  # mask_mod read from a [Sq, Sk] table (mask_tables.py)
 
     def manifest(self) -> dict[str, object]:
         """JSON-able description of the aux slots and the table tiling."""
@@ -102,6 +104,10 @@ class HookHeader:
             where = torch.device(device) if device is not None else torch.device("cpu")
             codes, values = self.pair_code.build(aux, shape.hq, where)
             tables = {**tables, self.pair_code.codes: codes, self.pair_code.table: values}
+        if self.mask_table is not None:
+            where = torch.device(device) if device is not None else torch.device("cpu")
+            tables = {**tables, self.mask_table.name: self.mask_table.build(
+                aux, shape.sq, shape.sk, where)}
         narrow = {n.name: n for n in self.narrowed}
         out = []
         for s in self.slots:
@@ -135,8 +141,8 @@ def _table_reads(tables: tuple[DistanceTable, ...], slots: Mapping[str, int]) ->
 
 
 def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...],
-           narrow: tuple[NarrowedIndex, ...] = (), code: PairCode | None = None
-           ) -> tuple[AuxSlot, ...]:
+           narrow: tuple[NarrowedIndex, ...] = (), code: PairCode | None = None,
+           table: MaskTable | None = None) -> tuple[AuxSlot, ...]:
     to_int16 = {n.name for n in narrow}
     slots = [AuxSlot(i, a.name, NARROW_DTYPE if a.name in to_int16 else a.dtype, a.rank,
                      "captured" if a.name in plan.captured else "spec")
@@ -144,6 +150,8 @@ def _slots(plan: HookPlan, tables: tuple[DistanceTable, ...],
     if code is not None:
         slots += [AuxSlot(len(slots), code.codes, CODE_DTYPE, len(code.rows) + 1, "pair_codes"),
                   AuxSlot(len(slots) + 1, code.table, code.table_dtype, 2, "pair_code_table")]
+    if table is not None:
+        slots.append(AuxSlot(len(slots), table.name, TABLE_DTYPE, 2, "mask_table"))
     slots += [AuxSlot(len(slots) + i, t.name, t.dtype, 2, "distance_table")
               for i, t in enumerate(tables)]
     if plan.classification == "table":
@@ -334,20 +342,26 @@ def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
   return KvRange{{k_lo / block_n, last < num_kv_blocks ? last : num_kv_blocks}};"""
 
 
-def generate_header(plan: HookPlan, pair_codes: bool = True) -> HookHeader:
+def generate_header(plan: HookPlan, pair_codes: bool = True,
+                    mask_tables: bool = True) -> HookHeader:
     """The complete cubridge_hooks.cuh of a plan, with its aux manifest.
-    `pair_codes=False` keeps a term that pair codes would read from a table per
-    score (the form they replace: A/B builds, the spill fallbacks' test)."""
+    `pair_codes=False` / `mask_tables=False` keep what those would read from a
+    table per score / pair (the forms they replace: A/B builds, the spill
+    fallbacks' test)."""
     # (only into free slots: a spec that fills them keeps its terms per score)
     free = MAX_AUX - len(_slots(plan, ()))
     score = plan.score.node if plan.score else None
     code = pair_code(score) if pair_codes and free >= 2 else None
     if code is not None:
         score, free = coded_score(score, code), free - 2  # type: ignore[arg-type]
+    mask = plan.mask.node if plan.mask else None
+    table = mask_table(mask, {a.name: a.dtype for a in plan.aux}) \
+        if mask_tables and free >= 1 else None
+    if table is not None:
+        mask, free = table.read(), free - 1
     tables = distance_tables(score)[:free]
-    narrow = narrowed_indices(score, plan.mask.node if plan.mask else None,
-                              {a.name: a.dtype for a in plan.aux}, plan.fixed_dims)
-    slots = _slots(plan, tables, narrow, code)
+    narrow = narrowed_indices(score, mask, {a.name: a.dtype for a in plan.aux}, plan.fixed_dims)
+    slots = _slots(plan, tables, narrow, code, table)
     slot_of = {s.name: s.slot for s in slots}
     dtypes = {s.name: s.dtype for s in slots}
     tabulated = _table_reads(tables, slot_of)
@@ -393,16 +407,16 @@ def generate_header(plan: HookPlan, pair_codes: bool = True) -> HookHeader:
         affine = render_affine_score(score, slot_of, dtypes, tabulated)
         if affine:
             parts.append(affine)
-    if plan.mask:
+    if mask is not None:
         body = "\n".join([_unused("b", "h", "q", "k", "aux"),
-                          *render_body(plan.mask.node, slot_of, dtypes)])
+                          *render_body(mask, slot_of, dtypes)])
     else:
         body = _unused("b", "h", "q", "k", "aux") + "\n  return true;"
     parts.append(_function("mask_mod", body))
-    parts += render_mask_pair_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
-    parts += render_staged_hooks(plan.mask.node if plan.mask else None, slot_of, dtypes)
-    parts.append(render_row_interval(plan.mask.node if plan.mask else None, slot_of, dtypes))
-    parts.append(render_key_runs(plan.mask.node if plan.mask else None, slot_of, dtypes))
+    parts += render_mask_pair_hooks(mask, slot_of, dtypes)
+    parts += render_staged_hooks(mask, slot_of, dtypes)
+    parts.append(render_row_interval(mask, slot_of, dtypes))
+    parts.append(render_key_runs(mask, slot_of, dtypes))
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":
@@ -420,5 +434,4 @@ def generate_header(plan: HookPlan, pair_codes: bool = True) -> HookHeader:
     parts.append(_function("kv_block_range", _kv_range_body(plan, slot_of)))
     parts.append("}  // namespace cubridge_hooks\n")
     return HookHeader("\n".join(parts), slots, plan,
-                      pair_slots(score, plan.mask.node if plan.mask else None, slot_of, dtypes),
-                      tables, narrow, code)
+                      pair_slots(score, mask, slot_of, dtypes), tables, narrow, code, table)

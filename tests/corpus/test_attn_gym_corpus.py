@@ -43,8 +43,6 @@ KERNELS = {"fa_sm90": "sm_90a", "fa_sm80": "sm_80"}  # what select_kernel picks 
 # compile without spills); docs/flex_attention.md lists them. A regression past
 # these fails.
 SPILL_EXCEPTIONS = {
-    ("fa_sm90", "generate_jetspec_tree_causal_mask_mod"): 284,
-    ("fa_sm80", "generate_jetspec_tree_causal_mask_mod"): 384,
     ("fa_sm80", "generate_sta_mask_mod_2d"): 228,
     ("fa_sm80", "generate_sta_mask_mod_3d"): 264,
 }

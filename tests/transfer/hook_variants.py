@@ -119,6 +119,16 @@ def pair_masks(b, h, q, k, *, links, links8):
     return (q >= k) & links[b, q, k] | (links8[h, q, k] > 0) & (k < 8)
 
 
+TREE_PREFIX, TREE_NODES = 40, 96
+
+
+def tree_mask(b, h, q, k, *, ancestors):
+    # jetspec's tree drafting: a prefix every query sees, then tree nodes at a key offset
+    # (a byte read at a computed column: read from a [Sq, Sk] mask table)
+    tree = (k >= TREE_PREFIX) & (k < TREE_PREFIX + TREE_NODES)
+    return (k < TREE_PREFIX) | tree & ancestors[q, (k - TREE_PREFIX).clamp(0, TREE_NODES - 1)]
+
+
 def pair_mask_aux(s: int, hq: int, bsz: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """pair_masks' tensors: a bool mask per batch row and an int8 one per head."""
     return {"links": torch.rand(bsz, s, s, generator=gen) < 0.5,
@@ -167,6 +177,8 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device, *,
         aux.update(half_precision_aux(s, shape.hq, gen))
     if names & {"links", "links8"}:
         aux.update(pair_mask_aux(s, shape.hq, bsz, gen))
+    if "ancestors" in names:
+        aux["ancestors"] = torch.rand(s, TREE_NODES, generator=gen) < 0.3
     return {n: t.to(device) for n, t in aux.items() if n in names}
 
 
@@ -240,5 +252,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("log_buckets", log_band, log_buckets_score),
         make_spec("half_precision_reads", half_gate, half_precision_reads),
         make_spec("pair_masks", pair_masks),
+        make_spec("tree_mask", tree_mask),
     ]
 }
