@@ -129,6 +129,11 @@ def tree_mask(b, h, q, k, *, ancestors):
     return (k < TREE_PREFIX) | tree & ancestors[q, (k - TREE_PREFIX).clamp(0, TREE_NODES - 1)]
 
 
+def tree_aux(s: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """tree_mask's ancestors: a bool row of tree nodes per query."""
+    return {"ancestors": torch.rand(s, TREE_NODES, generator=gen) < 0.3}
+
+
 def pair_mask_aux(s: int, hq: int, bsz: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """pair_masks' tensors: a bool mask per batch row and an int8 one per head."""
     return {"links": torch.rand(bsz, s, s, generator=gen) < 0.5,
@@ -178,7 +183,7 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device, *,
     if names & {"links", "links8"}:
         aux.update(pair_mask_aux(s, shape.hq, bsz, gen))
     if "ancestors" in names:
-        aux["ancestors"] = torch.rand(s, TREE_NODES, generator=gen) < 0.3
+        aux.update(tree_aux(s, gen))
     return {n: t.to(device) for n, t in aux.items() if n in names}
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from hook_variants import VARIANTS, half_precision_aux, pair_mask_aux
+from hook_variants import VARIANTS, half_precision_aux, pair_mask_aux, tree_aux
 
 from cubridge.transfer import expr
 from cubridge.transfer.expr import DType
@@ -35,6 +35,7 @@ def _aux():
         "log_s": torch.tensor(math.log(SK), dtype=torch.float32),
         **half_precision_aux(max(SQ, SK), H, g),
         **pair_mask_aux(max(SQ, SK), H, B, g),
+        **tree_aux(max(SQ, SK), g),
     }
 
 
