@@ -25,13 +25,13 @@ from cubridge.lower.cuda_render import (
 )
 from cubridge.lower.key_runs import render_key_runs
 from cubridge.lower.mask_tables import TABLE_DTYPE, MaskTable, mask_table
-from cubridge.lower.pair_codes import CODE_DTYPE, PairCode, coded_score, pair_code
 from cubridge.lower.narrowed_indices import (
     NARROW_DTYPE,
     NarrowedIndex,
     narrowed,
     narrowed_indices,
 )
+from cubridge.lower.pair_codes import CODE_DTYPE, PairCode, coded_score, pair_code
 from cubridge.lower.pair_reads import (
     aligned_pair_rows,
     pair_slots,
@@ -96,16 +96,14 @@ class HookHeader:
         if device is None and aux:
             device = next(iter(aux.values())).device
         aux = self.plan.with_captured(aux, torch.device(device) if device is not None else None)
-        if self.distance_tables:
-            where = torch.device(device) if device is not None else torch.device("cpu")
-            tables = {**tables, **{t.name: t.build(shape, aux, where)
-                                   for t in self.distance_tables}}
+        # (the tables this header reads in place of the mods' terms, built per problem)
+        where = torch.device(device) if device is not None else torch.device("cpu")
+        tables = {**tables, **{t.name: t.build(shape, aux, where)
+                               for t in self.distance_tables}}
         if self.pair_code is not None:
-            where = torch.device(device) if device is not None else torch.device("cpu")
             codes, values = self.pair_code.build(aux, shape.hq, where)
             tables = {**tables, self.pair_code.codes: codes, self.pair_code.table: values}
         if self.mask_table is not None:
-            where = torch.device(device) if device is not None else torch.device("cpu")
             tables = {**tables, self.mask_table.name: self.mask_table.build(
                 aux, shape.sq, shape.sk, where)}
         narrow = {n.name: n for n in self.narrowed}

@@ -5,16 +5,18 @@ that the hooks read as a mask pair read (docs/hooks.md, "Mask tables").
 jetspec's tree mask (attention-gym's `generate_jetspec_tree_causal_mask_mod`)
 reads `ancestors[q, clamp(k - prefix, 0, n - 1)]` beside the prefix and range
 tests: a byte read at a computed column per pair after the scores, 284 B of
-spill traffic on fa_sm90 at D = 128. The mask takes a table when it reads an
-8-bit tensor at [rows of q, f(k)] with f index arithmetic on the key alone;
-masks whose key indices come from aux reads (documents, Flamingo's images)
-keep the structure that their block tables, row intervals and key runs use. Such a mask is the same for every batch row
-and head, so its [Sq, Sk] values are what an SDPA user would hand as a dense
-boolean mask: the launcher evaluates the traced mask with torch over the grid
-(exact, as block tables are built) and the hooks read `table[q, k]`, which
+spill traffic on fa_sm90 at D = 128. Such a mask is the same for every batch
+row and head, so its [Sq, Sk] values are what an SDPA user would hand as a
+dense boolean mask: the launcher evaluates the traced mask with torch over the
+grid (exact, as block tables are built) and the hooks read `table[q, k]`, which
 kernels stage through shared memory (cubridge.lower.pair_reads). The plan keeps
 the mask (its CuIR, its block table, the host checks); only the CUDA hooks read
 the table, as with distance tables and pair codes.
+
+A mask takes a table when it reads an 8-bit tensor at [rows of q, f(k)], f index
+arithmetic on the key alone; masks whose key indices come from aux reads
+(documents, Flamingo's images) keep the structure that their block tables, row
+intervals and key runs use.
 
 A table takes Sq x Sk bytes; a problem past `MAX_TABLE_BYTES` is refused at the
 call with a ValueError that says so.

@@ -36,7 +36,16 @@ import torch
 
 from cubridge.lower.pair_reads import aligned_pair_rows
 from cubridge.transfer.block_table import DerivedCache
-from cubridge.transfer.expr import SCORE_VAR, DType, Node, aux_reads, const, free_vars, var
+from cubridge.transfer.expr import (
+    SCORE_VAR,
+    DType,
+    Node,
+    aux_reads,
+    const,
+    free_vars,
+    substitute,
+    var,
+)
 from cubridge.transfer.torch_render import grid_function
 
 CODE_DTYPE = torch.int16
@@ -229,15 +238,9 @@ def _columns(tuples: torch.Tensor) -> dict[str, torch.Tensor]:
 def _tuple_function(code: PairCode):
     """The term as a torch function of (h, tuple index), each component read
     replaced by a read of its column of the tuples at the index (passed as q)."""
-    subst = {n: Node("aux_load", DType.INT, (var("q"),), f"__pair_code_{i}")
-             for i, n in enumerate(code.components)}
-
-    def replace(n: Node) -> Node:
-        if n in subst:
-            return subst[n]
-        return Node(n.op, n.dtype, tuple(replace(a) for a in n.args), n.arg) if n.args else n
-
-    return grid_function(replace(code.term))
+    return grid_function(substitute(code.term, {
+        n: Node("aux_load", DType.INT, (var("q"),), f"__pair_code_{i}")
+        for i, n in enumerate(code.components)}))
 
 
 def pair_code(score: Node | None, names: tuple[str, str] = ("__pair_codes", "__pair_code_table")
@@ -261,14 +264,7 @@ def pair_code(score: Node | None, names: tuple[str, str] = ("__pair_codes", "__p
 
 def coded_score(score: Node, code: PairCode) -> Node:
     """score_mod's tree with the coded term read from its table."""
-    new = code.read()
-
-    def replace(n: Node) -> Node:
-        if n == code.term:
-            return new
-        return Node(n.op, n.dtype, tuple(replace(a) for a in n.args), n.arg) if n.args else n
-
-    return replace(score)
+    return substitute(score, {code.term: code.read()})
 
 
 # (codes, table) per problem and aux tensors, reused while they are unmodified.

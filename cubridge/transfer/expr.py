@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -261,6 +261,16 @@ def cast_value(value: object, dtype: DType) -> bool | int | float:
 
 def free_vars(node: Node) -> set[str]:
     return {n.arg for n in node.walk() if n.op == "var"}  # type: ignore[misc]
+
+
+def substitute(node: Node, replacements: Mapping[Node, Node]) -> Node:
+    """`node` with every subtree equal to a key of `replacements` replaced."""
+    if node in replacements:
+        return replacements[node]
+    if not node.args:
+        return node
+    return Node(node.op, node.dtype, tuple(substitute(a, replacements) for a in node.args),
+                node.arg)
 
 
 def aux_reads(node: Node) -> dict[str, int]:
