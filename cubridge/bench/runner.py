@@ -26,6 +26,7 @@ from cubridge.bench.work import count_work
 from cubridge.spec.inputs import make_qkv
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
+from cubridge.verify.error_text import error_summary as _short
 
 STANDARD_CONFIGS = HEAD_CONFIGS
 # Statuses of one implementation on one case.
@@ -91,11 +92,6 @@ def head_config(spec: Spec, name: str) -> HeadConfig:
         return STANDARD_CONFIGS[name]
     known = sorted({c.name for c in spec.configs} | set(STANDARD_CONFIGS))
     raise ValueError(f"spec {spec.name!r}: unknown head config {name!r}; known: {known}")
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300]
 
 
 def _free(device: torch.device) -> None:

@@ -44,7 +44,10 @@ from cubridge.spec.grids import (
     is_additive,
 )
 from cubridge.spec.mods import BoundMods
+from cubridge.verify import flash_forms
 from cubridge.verify.candidate import impl_factory
+from cubridge.verify.error_text import error_summary
+from cubridge.verify.flash_forms import flash_form
 from cubridge.verify.peer_forms import (
     Unsupported,
     bound_constants,
@@ -288,21 +291,30 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
         tabled = problem.precomputed_score_mod is not None
         if tabled:
             mods = BoundMods(problem.precomputed_score_mod, mods.mask_mod)
-        block_mask = None
-        if mods.mask_mod is not None and problem.structure != "full":
-            # Once per shape, untimed: what a user does before the first call.
-            block_mask = create_block_mask(
-                mods.mask_mod, s.b if problem.depends_on_batch else None,
-                s.hq if problem.depends_on_head else None, s.sq, s.sk, device=problem.device)
+
+        def flex_kwargs(mods: BoundMods) -> dict[str, object]:
+            block_mask = None
+            if mods.mask_mod is not None and problem.structure != "full":
+                # Once per shape, untimed: what a user does before the first call.
+                block_mask = create_block_mask(
+                    mods.mask_mod, s.b if problem.depends_on_batch else None,
+                    s.hq if problem.depends_on_head else None, s.sq, s.sk,
+                    device=problem.device)
+            kwargs = dict(score_mod=mods.score_mod, block_mask=block_mask,
+                          scale=problem.scale, enable_gqa=s.hq != s.hk)
+            return {**kwargs, "kernel_options": options} if options else kwargs
+
         flex = _flex_fn(compiled)
         q, k, v = problem.q, problem.k, problem.v
-        kwargs = dict(score_mod=mods.score_mod, block_mask=block_mask, scale=problem.scale,
-                      enable_gqa=s.hq != s.hk)
-        if options:
-            kwargs["kernel_options"] = options
-        note = flex_note(problem, block_mask is not None, mods, tabled)
-        if backend == "TRITON" and compiled and q.is_cuda:
-            kwargs, note = fit_triton_tiles(lambda **kw: flex(q, k, v, **kw), kwargs, note)
+        kwargs = flex_kwargs(mods)
+        note = flex_note(problem, kwargs["block_mask"] is not None, mods, tabled)
+        if compiled and q.is_cuda:
+            call = lambda **kw: flex(q, k, v, **kw)  # noqa: E731
+            if backend == "TRITON":
+                kwargs, note = fit_triton_tiles(call, kwargs, note)
+            else:
+                kwargs, note = fit_flash_mods(call, kwargs, note, mods, flex_kwargs,
+                                              problem.device)
         if not exact:
             return Prepared(lambda: flex(q, k, v, **kwargs), note=note)
 
@@ -338,6 +350,30 @@ def fit_triton_tiles(call: Callable[..., object], kwargs: dict[str, object],
     tiles = ", ".join(f"{k}={v}" for k, v in TRITON_SMALL_TILES.items())
     return smaller, "; ".join(p for p in (note, f"kernel_options {tiles} (the default tiles "
                                                 "ran out of shared memory)") if p)
+
+
+def fit_flash_mods(call: Callable[..., object], kwargs: dict[str, object], note: str,
+                   mods: BoundMods, remake: Callable[[BoundMods], dict[str, object]],
+                   device: torch.device) -> tuple[dict[str, object], str]:
+    """(kwargs, note) with which Flex FLASH runs `call`: as given, or with the mods
+    in the form its users must write for it (cubridge.verify.flash_forms) where
+    the first call (the compile) fails. Where that form fails too, the error
+    says both."""
+    try:
+        call(**kwargs)
+        return kwargs, note
+    except Exception as exc:  # noqa: BLE001 - the rewrite is what a user tries next
+        first = exc
+    try:
+        form = BoundMods(flash_form(mods.score_mod, True, device),
+                         flash_form(mods.mask_mod, False, device))
+        rewritten = remake(form)
+        call(**rewritten)
+    except Exception as exc:  # noqa: BLE001 - reported with the first error
+        raise RuntimeError(f"{error_summary(first, 200)}; with {flash_forms.WHAT}: "
+                           f"{error_summary(exc, 200)}") from exc
+    return rewritten, "; ".join(p for p in (note, f"mods written for it: {flash_forms.WHAT} "
+                                            f"(as given: {error_summary(first, 120)})") if p)
 
 
 def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods,

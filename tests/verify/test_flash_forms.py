@@ -1,0 +1,88 @@
+"""Mods rewritten as a Flex FLASH user must write them (cubridge.verify.flash_forms):
+the same values, none of the ops its CuTe-DSL code generator lacks."""
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.attention.flex_attention import create_mask, flex_attention
+
+from cubridge.spec.mods import BoundMods
+from cubridge.verify.flash_forms import WHAT, flash_form
+from cubridge.verify.peers import fit_flash_mods
+
+CPU = torch.device("cpu")
+LACKED = ("clamp", "maximum", "minimum", "aten.any")
+
+
+def _ops(fn, *args):
+    return make_fx(fn)(*args).code
+
+
+def natten_like(b, h, q_idx, kv_idx):
+    center = (q_idx // 8).clamp(2, 5)
+    near = torch.maximum(center - 2, kv_idx // 8 - 0) <= torch.minimum(center + 2, kv_idx // 8)
+    return near & ((kv_idx % 8) >= (q_idx % 8).clamp_min(3) - 3)
+
+
+def test_clamp_maximum_and_minimum_become_where_and_the_mask_is_unchanged():
+    form = flash_form(natten_like, False, CPU)
+    code = _ops(form, *(torch.zeros((), dtype=torch.int32) for _ in range(4)))
+    assert not [op for op in LACKED if op in code] and "where" in code
+    assert torch.equal(create_mask(form, 1, 1, 64, 64, device="cpu"),
+                       create_mask(natten_like, 1, 1, 64, 64, device="cpu"))
+
+
+def test_a_row_reduction_becomes_ors_and_int64_indices_int32():
+    topk = torch.randint(0, 4, (2, 3, 4, 2), generator=torch.Generator().manual_seed(0))
+    assert topk.dtype == torch.int64
+
+    def vsa_like(b, h, q_idx, kv_idx):
+        return (topk[b, h, q_idx // 16] == (kv_idx // 16).unsqueeze(-1)).any(dim=-1)
+
+    form = flash_form(vsa_like, False, CPU)
+    code = _ops(form, *(torch.zeros((), dtype=torch.int32) for _ in range(4)))
+    assert "aten.any" not in code and "bitwise_or" in code
+    held = [t for _, t in form.__closure__[0].cell_contents.named_buffers()]
+    assert held and all(t.dtype == torch.int32 for t in held)
+    assert torch.equal(create_mask(form, 2, 3, 64, 64, device="cpu"),
+                       create_mask(vsa_like, 2, 3, 64, 64, device="cpu"))
+
+
+def test_a_score_mod_with_a_clamp_keeps_its_scores():
+    lengths = torch.randint(0, 3, (1, 32, 32), generator=torch.Generator().manual_seed(1))
+    table = torch.randn(2, 3)
+
+    def edge_like(score, b, h, q_idx, kv_idx):
+        n = lengths[b, q_idx, kv_idx]
+        return score + table[h, n] / torch.clamp(n, min=1)
+
+    form = flash_form(edge_like, True, CPU)
+    q, k, v = (torch.randn(1, 2, 32, 16, generator=torch.Generator().manual_seed(i))
+               for i in range(3))
+    torch.testing.assert_close(flex_attention(q, k, v, score_mod=form),
+                               flex_attention(q, k, v, score_mod=edge_like))
+
+
+def test_the_peer_retries_with_the_form_and_says_so_or_says_why_not():
+    mods = BoundMods(None, natten_like)
+    original = {"mask": natten_like}
+
+    def remake(m):
+        return {"mask": m.mask_mod}
+
+    def flash_lacks_maximum(**kw):
+        if kw["mask"] is natten_like:
+            raise RuntimeError("CuteDSL template failed: " + "=" * 80 +
+                               "\nUNSUPPORTED CUTEDSL OPERATION: 'maximum'\n" + "=" * 80)
+
+    kwargs, note = fit_flash_mods(flash_lacks_maximum, original, "BlockMask", mods, remake, CPU)
+    assert kwargs["mask"] is not natten_like
+    assert note.startswith(f"BlockMask; mods written for it: {WHAT}")
+    assert "UNSUPPORTED CUTEDSL OPERATION: 'maximum'" in note
+
+    def always_fails(**kw):
+        raise ValueError("Expected TensorSSA, but got <class 'int'>")
+
+    with pytest.raises(RuntimeError, match=r"(?s)TensorSSA.*; with clamp.*TensorSSA"):
+        fit_flash_mods(always_fails, original, "", mods, remake, CPU)
+    assert fit_flash_mods(lambda **kw: None, original, "n", mods, remake, CPU) == (original, "n")
