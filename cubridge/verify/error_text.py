@@ -14,7 +14,7 @@ _BOILERPLATE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "K
                 "Please open an issue", "with the following information", "Title your issue")
 
 
-def error_summary(exc: BaseException, limit: int = 300) -> str:
+def error_summary(exc: BaseException, limit: int = 400) -> str:
     """`exc` in at most `limit` characters: colour codes, rules, the call dump
     and the hints dropped, the remaining lines joined by ' / '."""
     lines = []

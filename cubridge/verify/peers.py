@@ -370,8 +370,8 @@ def fit_flash_mods(call: Callable[..., object], kwargs: dict[str, object], note:
         rewritten = remake(form)
         call(**rewritten)
     except Exception as exc:  # noqa: BLE001 - reported with the first error
-        raise RuntimeError(f"{error_summary(first, 200)}; with {flash_forms.WHAT}: "
-                           f"{error_summary(exc, 200)}") from exc
+        raise RuntimeError(f"{error_summary(first, 120)}; rewritten as its users must "
+                           f"(flash_forms): {error_summary(exc, 200)}") from exc
     return rewritten, "; ".join(p for p in (note, f"mods written for it: {flash_forms.WHAT} "
                                             f"(as given: {error_summary(first, 120)})") if p)
 
