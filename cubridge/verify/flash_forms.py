@@ -84,9 +84,17 @@ DECOMPOSITIONS = {
 
 
 def _narrow_int64(gm: torch.fx.GraphModule) -> None:
-    for name, value in list(gm.named_buffers()):  # (make_fx keeps captured tensors there)
-        if value.dtype == torch.int64 and value.numel() and value.abs().max().item() < 2**31:
-            setattr(gm, name, value.to(torch.int32))
+    """Captured int64 tensors whose values fit as int32, and, where all of them do,
+    the int64 constants the trace made from them (a clamp's bound)."""
+    wide = [(n, t) for n, t in gm.named_buffers() if t.dtype == torch.int64]  # (make_fx
+    fits = [(n, t) for n, t in wide if not t.numel() or t.abs().max().item() < 2**31]
+    for name, value in fits:                                      # keeps them there)
+        setattr(gm, name, value.to(torch.int32))
+    if len(fits) == len(wide):
+        for node in gm.graph.nodes:
+            if node.kwargs.get("dtype") is torch.int64:
+                node.kwargs = {**node.kwargs, "dtype": torch.int32}
+        gm.recompile()
 
 
 # -- constant subscripts folded into the captured tensors ------------------------------

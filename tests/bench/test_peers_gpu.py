@@ -57,3 +57,38 @@ def test_peer_runs_the_variant_or_names_the_gap(specs, name, peer):
     ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, agree).out
     check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
     assert check.ok, f"{peer} on {name} ({prepared.note}): {check.reason}"
+
+
+def test_flex_flash_runs_what_its_generator_lacks_in_its_users_form():
+    """A NATTEN-style clamp and a loop's constant subscript stop Flex FLASH's
+    CuTe-DSL generator as written; the peer runs them rewritten
+    (cubridge.verify.flash_forms), says so, and matches the reference."""
+    if not flash_attn_cute_available():
+        pytest.skip("flash-attn-4 (flash_attn.cute) is not installed")
+    from cubridge.spec import from_mods
+
+    g = torch.Generator().manual_seed(0)
+    types = torch.randint(0, 3, (1, SEQ, SEQ, 2), generator=g).cuda()
+    table = torch.randn(GQA.hq, 3, generator=g).cuda()
+
+    def window_2d(b, h, q_idx, kv_idx):  # a 32-wide canvas, the window clamped inside it
+        row, dy = (q_idx // 32).clamp(4, SEQ // 32 - 5), kv_idx // 32
+        dx = kv_idx % 32 - q_idx % 32
+        return (dy >= row - 4) & (dy <= row + 4) & (dx >= -8) & (dx <= 8)
+
+    def edge_terms(score, b, h, q_idx, kv_idx):
+        total = 0.0
+        for n in range(2):
+            total = total + table[h, types[b, q_idx, kv_idx, n]]
+        return score + total / torch.clamp(types[b, q_idx, kv_idx, 0], min=1)
+
+    spec = from_mods(edge_terms, window_2d, name="clamped", configs=[GQA], seq_lens=[SEQ])
+    case = build_case(spec, GQA, SEQ, BenchConfig(seq_lens=(SEQ,), tokens=SEQ))
+    prepared = PEERS["flex_flash"].prepare(case)
+    assert "mods written for it" in prepared.note, prepared.note
+    out = prepared.to_standard(prepared.run())
+    agree, why = mods_agree_with_reference(case.spec, case.shape, case.device)
+    assert agree, why
+    ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, agree).out
+    check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
+    assert check.ok, check.reason
