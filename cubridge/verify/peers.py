@@ -19,7 +19,10 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
   mask or a dense additive bias (SDPA takes no other score_mod);
 - flex_triton / flex_flash: FlexAttention with a BlockMask from the mask_mod,
   built once per shape, compiled (Triton, or the FLASH backend of
-  flash-attn-4); `flex_impl` runs it eager by default (works on CPU);
+  flash-attn-4); `flex_impl` runs it eager by default (works on CPU). Where
+  the first call fails as its users' would, the next step they take: Triton
+  with smaller tiles (out of shared memory), FLASH with the mods rewritten
+  around what its code generator lacks (cubridge.verify.flash_forms);
 - fa4: FlashAttention-4 where its flags express the variant (causal,
   window_size, softcap); it imports lazily and says so when not installed.
 """
