@@ -26,7 +26,7 @@ from cubridge.bench.work import count_work
 from cubridge.spec.inputs import make_qkv
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
-from cubridge.verify.error_text import error_summary as _short
+from cubridge.verify.error_text import error_summary
 
 STANDARD_CONFIGS = HEAD_CONFIGS
 # Statuses of one implementation on one case.
@@ -145,7 +145,7 @@ def measure(impl: Impl, case: Case, ref: torch.Tensor, timer: Timer,
         return ImplResult(impl.name, UNSUPPORTED, note=note, reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - a failing peer is recorded, the run goes on
         status = OOM if _is_oom(exc) else ERROR
-        return ImplResult(impl.name, status, note=note, reason=_short(exc))
+        return ImplResult(impl.name, status, note=note, reason=error_summary(exc))
     finally:
         _free(case.device)
 
@@ -181,12 +181,12 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
     try:
         agree, why = mods_agree_with_reference(spec, s, case.device, seed=config.seed)
     except Exception as exc:  # noqa: BLE001 - fall back to the spec's reference
-        agree, why = False, f"mods check failed: {_short(exc)}"
+        agree, why = False, f"mods check failed: {error_summary(exc)}"
     try:
         ref = float64_reference(spec, case.q, case.k, case.v, case.aux, case.mods, agree)
     except Exception as exc:  # noqa: BLE001 - nothing can be verified, so nothing is timed
         _free(case.device)
-        result.reference = f"unavailable: {_short(exc)} ({why})"
+        result.reference = f"unavailable: {error_summary(exc)} ({why})"
         result.impls = [ImplResult(i.name, SKIPPED, reason="no float64 reference to verify "
                                    "against") for i in impls]
         progress(f"{spec.name} {cfg.name} S={seq_len}: {result.reference}")
@@ -266,6 +266,6 @@ def failed_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl]
     """A case whose inputs, aux or pair count could not be built."""
     batch = config.tokens // seq_len if seq_len else 0
     return CaseResult(spec.name, cfg.name, seq_len, batch, cfg.hq, cfg.hk, cfg.d, 0, 0.0,
-                      "unknown", 0.0, reference=f"case failed: {_short(exc)}",
+                      "unknown", 0.0, reference=f"case failed: {error_summary(exc)}",
                       counting="not counted: the case failed",
                       impls=[ImplResult(i.name, SKIPPED, reason="case failed") for i in impls])

@@ -143,8 +143,9 @@ def _fold_one(gm: torch.fx.GraphModule) -> bool:
         read = _captured_read(node)
         if read is not None:  # captured[i, 3, k] -> captured[:, 3][i, k]
             base, subs = read
-            picks = [(d, c) for d, s in enumerate(subs) if (c := _constant(gm, s)) is not None]
-            rest = [s for s in subs if _constant(gm, s) is None]
+            consts = [_constant(gm, s) for s in subs]
+            picks = [(d, c) for d, c in enumerate(consts) if c is not None]
+            rest = [s for s, c in zip(subs, consts, strict=True) if c is None]
             if picks and rest:
                 new = _sliced(gm, base, picks, rest, node)
         elif node.target in (aten.select.int, aten.index.Tensor):
