@@ -106,3 +106,17 @@ def test_vs_causal_takes_a_peers_own_causal_and_names_bad_input(tmp_path, capsys
         with pytest.raises(SystemExit):
             vs_causal(argv)
         assert message in capsys.readouterr().err
+
+
+def test_rows_without_a_causal_figure_are_not_counted_as_misses():
+    """A run without causal at some config and S (the attn-gym corpus names its own
+    causal_mask) cannot judge the causal bar there: the row says so and the head
+    counts it apart; ours missing stays a miss."""
+    results = [case("prefix_lm", 2048, ours=560.0, flex_flash=500.0),
+               case("alibi_causal", 2048, ours="wrong", flex_flash=400.0)]
+    text = summary_markdown(results)
+    assert "| llama2_7b | 2048 | prefix_lm | 560 | - | - | 85% | no causal figure |" in text
+    assert "| llama2_7b | 2048 | alibi_causal | - | - | - | 85% | no figure |" in text
+    # Counted: prefix_lm and alibi_causal against the best peer (met, no figure), the
+    # geomean (no figure: ours missing on one), alibi_causal's causal row (no figure).
+    assert text.startswith("Bars met: 1 of 4. Not counted: 1 row against our causal whose")
