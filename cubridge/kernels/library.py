@@ -376,6 +376,12 @@ class LibraryKernel:
         check_supported(arch, self.metadata.min_arch, f"kernel {self.name}")
         defines = self.compile_defines(head_dim, dtype, config, causal=causal,
                                        head_dim_v=head_dim_v)
+        return self.compile_source(source, arch, hooks_header, defines)
+
+    def compile_source(self, source: str | None, arch: str, hooks_header: str | None,
+                       defines: Mapping[str, Any]) -> CompiledKernel:
+        """Compile the entry's source (or `source`, a patched copy that includes
+        what the entry's directory holds) with these defines."""
         if source is None:
             return compile_cuda(self.source, arch=arch, hooks_header=hooks_header,
                                 defines=defines)

@@ -195,13 +195,19 @@ def test_fa_sm90_variants_past_the_budget_take_the_build_that_spills_less():
     c = next(c for c in TAKEN if c.name.startswith("generate_graphormer_edge_bias"))
     kernel = get_kernel("fa_sm90")
     header = generate_header(choose_path(_spec(c, 128), kernel).plan, pair_codes=False).text
-    source = kernel.source.read_text()
+    defines = kernel.compile_defines(128, torch.bfloat16, None)
 
-    def spills(**kw):
-        compiled = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=header, **kw)
+    def spills(compiled):
         return compiled.resources_of(kernel.metadata.entry).spill_bytes
 
-    with_sums = spills(source=source)  # (a patched source is built as given)
-    without = spills(source="#define CUBRIDGE_KEEP_MAX_BY_SUMS 0\n" + source)
+    def as_built(**switches):
+        return spills(kernel.compile_source(None, "sm_90a", header, {**defines, **switches}))
+
+    with_sums, without = as_built(), as_built(CUBRIDGE_KEEP_MAX_BY_SUMS=0)
     assert with_sums > SPILL_BUDGET_BYTES and without < with_sums
-    assert spills() == without
+    used = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=header)
+    assert spills(used) == without
+    # A patched copy of the source (an A/B's side) is held to the same budget.
+    patched = kernel.compile(128, torch.bfloat16, "sm_90a", hooks_header=header,
+                             source="// an A/B side\n" + kernel.source.read_text())
+    assert spills(patched) == without and patched.directory != used.directory

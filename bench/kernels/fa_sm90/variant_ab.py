@@ -11,7 +11,10 @@ A header argument is LABEL=FOLDER holding <variant>.cuh for the variants named
 (one it lacks takes the header cubridge generates for the variant); a FOLDER that
 also holds the kernel's source file (fa_sm90.cu, fa_sm80.cu) compiles that source
 instead of the library's (an A/B of a kernel edit: put the other side's source
-there), and one that holds
+there), built as the library builds its own: a variant past the spill budget
+takes the same fallbacks (to time a side without them, put
+`#define CUBRIDGE_KEEP_MAX_BY_SUMS 1` ... in its source: a source's own
+`#define` wins over the fallback's -D), and one that holds
 config.json ({"block_n": 64, "stages": 4}) builds with that tile config instead
 of the metadata's (an A/B of tile shapes).
 

@@ -15,7 +15,7 @@ import torch
 
 from cubridge.build.arch import parse_arch
 from cubridge.build.attention_op import KernelInfo
-from cubridge.build.compile import CompiledKernel, compile_cuda
+from cubridge.build.compile import CompiledKernel
 from cubridge.build.errors import CompileError, UnsupportedArchError
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels.abi import Launch
@@ -101,11 +101,12 @@ class FaSm90Kernel(LibraryKernel):
             config = self.default_config(head_dim, masked=causal)
         compiled = super().compile(head_dim, dtype, arch, causal=causal,
                                    hooks_header=hooks_header, config=config, **kwargs)
-        if hooks_header is None or kwargs.get("source") is not None:
-            built = compiled  # the library's own hooks, or a patched source, as built
-        else:
+        if hooks_header is None:
+            built = compiled  # the library's own hooks, as built
+        else:  # (a patched source too: an A/B's)
             built = self._within_spill_budget(compiled, head_dim, dtype, arch, hooks_header,
-                                              config, kwargs.get("head_dim_v"))
+                                              config, kwargs.get("head_dim_v"),
+                                              kwargs.get("source"))
         self._refuse_spilling_three_consumers(built, config or self.config(head_dim))
         return built
 
@@ -128,21 +129,22 @@ class FaSm90Kernel(LibraryKernel):
 
     def _within_spill_budget(self, compiled: CompiledKernel, head_dim: int, dtype: torch.dtype,
                              arch: str, hooks_header: str, config: Any,
-                             head_dim_v: int | None) -> CompiledKernel:
+                             head_dim_v: int | None, source: str | None) -> CompiledKernel:
         """A generated variant that spills past the budget is built again without
         the register-hungry fast paths its header takes, each alone and then all of
         them: its steady blocks always reducing the row max (CUBRIDGE_KEEP_MAX_BY_SUMS=0:
         one set of P fragments fewer live), its mask bits per pair instead of from row
         intervals (CUBRIDGE_ROW_INTERVAL_BITS=0) or from key runs
         (CUBRIDGE_KEY_RUN_BITS=0), in that order until a build fits the budget; the one
-        that spilled least up to there is used (heavy per-score hooks; NOTES.md)."""
+        that spilled least up to there is used (heavy per-score hooks; NOTES.md). A
+        patched `source` under a generated header (an A/B's kernel edit) is held to
+        the same budget through its own switches."""
         best, best_spills = compiled, compiled.resources_of(self.entry).spill_bytes
         base = self.compile_defines(head_dim, dtype, config, head_dim_v=head_dim_v)
         for off in spill_fallbacks(hooks_header):
             if best_spills <= SPILL_BUDGET_BYTES:
                 break
-            build = compile_cuda(self.source, arch=arch, hooks_header=hooks_header,
-                                 defines={**base, **off})
+            build = self.compile_source(source, arch, hooks_header, {**base, **off})
             spills = build.resources_of(self.entry).spill_bytes
             if spills < best_spills:
                 best, best_spills = build, spills
