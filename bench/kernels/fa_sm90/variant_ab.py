@@ -137,7 +137,7 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=16) as pool:
         compiled = list(pool.map(lambda v: v.compile(arch), variants.values()))
     if args.compile_only:
-        for (name, label), builds in zip(variants, compiled):  # (what a spill would cost)
+        for (name, label), builds in zip(variants, compiled, strict=True):  # (its spills)
             spills = ", ".join(f"{kernel.resources_of(lib.entry).spill_store_bytes} B"
                                for _, _, kernel in builds)
             print(f"{name} {label}: spill stores {spills}")
