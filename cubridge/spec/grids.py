@@ -156,21 +156,34 @@ def is_additive(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tenso
 
 def eval_score_bias(score_mod: Mod, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
                     k: torch.Tensor, dtype: torch.dtype = torch.float32,
-                    rows_per_chunk: int = 256) -> torch.Tensor | None:
+                    rows_per_chunk: int = 256, mask: torch.Tensor | None = None,
+                    shift_rows: bool = False) -> torch.Tensor | None:
     """The additive bias of score_mod on the grid, at least [1, 1, Q, K], or None
     if score_mod is not `s + bias(b, h, q, k)` (checked on the first and last
-    query rows). Built in row chunks: a float64 grid at S = 8192 would not fit."""
+    query rows). Built in row chunks: a float64 grid at S = 8192 would not fit.
+    `mask` (bool, broadcastable to [B, H, Q, K]): its False pairs are -inf.
+    `shift_rows`: each row moved so that its largest finite entry is 0, in float32
+    before the cast to `dtype`; softmax ignores a per-row shift, and in bf16 a bias
+    that grows with the distance (ALiBi over 2,048 keys reaches ~1,700, a step of 8)
+    keeps the keys that carry the weight exact only near 0."""
     edges = torch.cat([q[:, :, :rows_per_chunk], q[:, :, -rows_per_chunk:]], dim=2)
     if not is_additive(score_mod, b, h, edges, k):
         return None
     zero = torch.zeros((1, 1, 1, 1), dtype=torch.float32, device=q.device)
     first = torch.as_tensor(score_mod(zero, b, h, q[:, :, :1], k))
     shape = torch.broadcast_shapes(first.shape[:2] + (q.shape[2], k.shape[3]),
-                                   (1, 1, q.shape[2], k.shape[3]))
+                                   (1, 1, q.shape[2], k.shape[3]),
+                                   *([mask.shape] if mask is not None else []))
     bias = torch.empty(shape, dtype=dtype, device=q.device)
     for start in range(0, q.shape[2], rows_per_chunk):
         rows = q[:, :, start:start + rows_per_chunk]
-        bias[:, :, start:start + rows.shape[2]] = eval_score(score_mod, zero, b, h, rows, k)
+        chunk = eval_score(score_mod, zero, b, h, rows, k).float()
+        if mask is not None:
+            chunk = chunk.masked_fill(~mask[:, :, start:start + rows.shape[2]], float("-inf"))
+        if shift_rows:
+            row_max = chunk.amax(-1, keepdim=True)
+            chunk = chunk - torch.where(torch.isinf(row_max), 0.0, row_max)
+        bias[:, :, start:start + rows.shape[2]] = chunk
     return bias
 
 

@@ -219,19 +219,14 @@ def prepare_sdpa(problem: PeerProblem, exact: bool = False) -> Prepared:
     if mods.score_mod is None:
         attn_mask, note = mask, "dense mask"
     else:
-        bias = eval_score_bias(mods.score_mod, *grid,
+        # Each row shifted to a max of 0 (softmax ignores it), as a user who builds the
+        # bias in q's dtype must: unshifted, a non-causal ALiBi bias loses the keys near
+        # each row's max to bf16 rounding (verification fails).
+        bias = eval_score_bias(mods.score_mod, *grid, mask=mask, shift_rows=True,
                                dtype=torch.float32 if exact else q.dtype)
         if bias is None:
             raise Unsupported("SDPA: score_mod is not an additive bias")
-        if mask is not None:
-            bias = bias.masked_fill(~mask, float("-inf"))
-        if exact:
-            # Softmax ignores a per-row shift: moving the row max to 0 keeps the keys
-            # that matter precise. CUDA SDPA wants the bias in q's dtype, and a bf16
-            # ALiBi bias on long rows misses bf16 tolerances: run it in float32.
-            row_max = bias.amax(-1, keepdim=True)
-            bias = bias - torch.where(torch.isinf(row_max), 0.0, row_max)
-        attn_mask, note = bias, "dense bias"
+        attn_mask, note = bias, "dense bias, rows shifted to a max of 0"
     attn_mask = attn_mask.contiguous() if attn_mask is not None else None
     if not exact:
         return Prepared(

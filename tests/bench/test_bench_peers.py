@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 import torch
-from bench_specs import TINY, alibi_score, make_spec, softcap_score
+from bench_specs import TINY, alibi_score, make_slopes, make_spec, softcap_score
 
 from cubridge.bench.case import Case
 from cubridge.bench.check import check_output, tolerance_for
@@ -52,10 +52,47 @@ def test_eager_peers_run_the_spec_reference_and_verify(specs, name):
 
 @pytest.mark.parametrize("name,note", [("full", "native"), ("causal", "native is_causal"),
                                        ("document_causal", "dense mask"),
-                                       ("alibi_causal", "dense bias")])
+                                       ("alibi_causal", "dense bias, rows shifted to a max of 0")])
 def test_sdpa_expresses_masks_and_additive_biases(specs, name, note):
     ok, got_note = passes(timed("sdpa"), case_for(specs[name]))
     assert ok and got_note == note
+
+
+def test_sdpa_keeps_a_bias_that_grows_with_the_distance_exact_in_bf16():
+    """attention-gym's non-causal ALiBi, slope * (k - q), reaches ~1,700 at 2,048 keys:
+    as a bf16 tensor the keys near each row's max round by 8 and SDPA's output fails
+    verification (seen on an H100). Shifted per row to a max of 0 the bias keeps them
+    exact; at 512 keys with slopes 4x the default the unshifted form already fails."""
+    steep = lambda shape, gen, device: {"slopes": 4 * make_slopes(shape, gen, device)["slopes"]}  # noqa: E731
+    spec = make_spec("alibi_linear", score_mod=alibi_score, make_aux=steep)
+    case = build_case(spec, TINY, 512, BenchConfig(seq_lens=(512,), configs=("tiny",),
+                                                   tokens=512, device="cpu"))
+    ok, note = passes(timed("sdpa"), case)
+    assert ok and note == "dense bias, rows shifted to a max of 0"
+    grid = index_grid(*(torch.arange(n, dtype=torch.int32) for n in (1, 4, 512, 512)))
+    bound = lambda s, b, h, q, k: alibi_score(s, b, h, q, k, slopes=case.aux["slopes"])  # noqa: E731
+    shifted = eval_score_bias(bound, *grid, dtype=torch.bfloat16, shift_rows=True)
+    plain = eval_score_bias(bound, *grid, dtype=torch.bfloat16)
+    exact = eval_score_bias(bound, *grid, dtype=torch.float64)
+    exact = exact - exact.amax(-1, keepdim=True)
+    assert shifted.amax(-1).eq(0).all()
+    near = exact > -8  # the keys that carry the weight
+    assert (shifted.double() - exact)[near].abs().max() < 0.05
+    assert (plain.double() - plain.double().amax(-1, keepdim=True) - exact)[near].abs().max() > 0.1
+
+
+def test_bias_rows_shift_past_their_masked_pairs():
+    grid = index_grid(*(torch.arange(n, dtype=torch.int32) for n in (1, 2, 6, 6)))
+    mask = (grid[2] >= grid[3]).expand(1, 2, 6, 6)
+    mask = mask.clone()
+    mask[0, 1, 3] = False  # a row with no allowed key keeps -inf, unshifted
+    slopes = torch.tensor([1.0, 2.0])
+    bias = eval_score_bias(lambda s, b, h, q, k: alibi_score(s, b, h, q, k, slopes=slopes),
+                           *grid, mask=mask, shift_rows=True)
+    assert bias.shape == (1, 2, 6, 6)
+    assert torch.isinf(bias[~mask]).all() and bias[mask].isfinite().all()
+    assert float(bias[0, 1, 4, 4]) == 0.0 and float(bias[0, 1, 4, 0]) == -8.0
+    assert torch.isneginf(bias[0, 1, 3]).all()
 
 
 @pytest.mark.parametrize("name,why", [("softcap_causal", "not an additive bias"),
