@@ -1,8 +1,10 @@
 """attention-gym's mods on the GPU: every taken corpus mod through
 cubridge.flex_attention (the pipeline's GPU verification against the mods' own
 float64 attention happens inside its first call) and compared with torch's
-FlexAttention on the same inputs. The kernels are compiled ahead, in parallel
-(nvcc is most of the time here), from the same plans the calls build."""
+FlexAttention on the same inputs, on the kernel selected for the GPU and on
+fa_sm80 (`kernel="fa_sm80"`: the A100 entry, which an H100 runs too). The
+kernels are compiled ahead, in parallel (nvcc is most of the time here), from
+the same plans the calls build."""
 
 from __future__ import annotations
 
@@ -34,17 +36,26 @@ def _shape(c) -> Shape:
     return Shape(B, H, HK, c.sq, c.sk, D)
 
 
-@pytest.fixture(scope="module")
-def prebuilt():
+def _prebuild(kernel: str | None) -> str:
     arch = device_arch(torch.device("cuda"))
     variants = []
     for c in TAKEN:
         score_mod, mask_mod = c.make("cuda")
-        spec, lib, plan = flex.plan_call(score_mod, mask_mod, _shape(c), DTYPE, arch)
+        spec, lib, plan = flex.plan_call(score_mod, mask_mod, _shape(c), DTYPE, arch, kernel)
         variants.append(rules_variant(spec, lib, generate_header(plan)))
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda v: v.compile(arch), variants))
     return arch
+
+
+@pytest.fixture(scope="module")
+def prebuilt():
+    return _prebuild(None)
+
+
+@pytest.fixture(scope="module")
+def prebuilt_fa_sm80():
+    return _prebuild("fa_sm80")
 
 
 def _inputs(c):
@@ -65,15 +76,25 @@ def _torch_flex(c, score_mod, mask_mod, q, k, v):
 
 @pytest.mark.parametrize("c", TAKEN, ids=_ids(TAKEN))
 def test_verified_and_equal_to_torch_flex_attention(prebuilt, c):
+    _check_against_torch_flex(c, None)
+
+
+@pytest.mark.parametrize("c", TAKEN, ids=_ids(TAKEN))
+def test_fa_sm80_verified_and_equal_to_torch_flex_attention(prebuilt_fa_sm80, c):
+    _check_against_torch_flex(c, "fa_sm80")
+
+
+def _check_against_torch_flex(c, kernel: str | None) -> None:
     score_mod, mask_mod = c.make("cuda")
     q, k, v = _inputs(c)
     builds = flex.STATS["builds"]
     out = cubridge.flex_attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod,
-                                  enable_gqa=True)
+                                  enable_gqa=True, kernel=kernel)
     key = flex._prepare(score_mod, mask_mod, tuple(q.shape), tuple(k.shape), tuple(v.shape),
-                        q.dtype, str(q.device), None)
+                        q.dtype, str(q.device), kernel)
     call = flex._CALLS[key]
     assert call.kernel.verified_on, "the first call verifies the kernel on the GPU"
+    assert kernel is None or call.kernel.variant.kernel.name == kernel
     assert flex.STATS["builds"] <= builds + 1
     want = _torch_flex(c, score_mod, mask_mod, q, k, v)
     assert out.shape == want.shape and out.dtype == want.dtype

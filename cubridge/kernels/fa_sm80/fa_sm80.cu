@@ -238,21 +238,25 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
   const int g = lane >> 2;
   const int k_first = opaque(k0 + 2 * (lane & 3));  // (opaque: see scores_to_logits)
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-    uint32_t word = 0;
+  for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = 0;
+  // Keys outer, rows inner: what a mask derives from the key alone (a 2-D or 3-D
+  // position's coordinates) dies after its column instead of staying live for
+  // every row (fa_sm90's mask_bits does the same).
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int q = row0 + mt * 16 + g + 8 * half;
+  for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
+    for (int e = 0; e < 2; ++e) {
+      const int k = k_first + (j * 8 + e);
+      const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = k_first + (j * 8 + e);
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int q = row0 + mt * 16 + g + 8 * half;
           // Only blocks holding the query or key tail pay for bounds and clamps;
           // elsewhere q and k stay affine in the lane, which the compiler folds
           // into immediates (one compare per element for q - k < w).
           const int qc = kTail ? min(q, p.seqlen_q - 1) : q;
-          const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
           bool allowed = kTail ? k < p.seqlen_k : true;
           if constexpr (hooks::kHasMaskMod) {
             if constexpr (kTail) allowed = allowed & (q < p.seqlen_q);
@@ -267,11 +271,10 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
               allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
             }
           }
-          word |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
+          bits[mt] |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
         }
       }
     }
-    bits[mt] = word;
   }
 }
 
