@@ -44,6 +44,22 @@ def staged_reads(mask: Node) -> StagedReads:
     return StagedReads(tuple(key), tuple(row))
 
 
+# Index work on the key alone that a kernel should not keep live for every row.
+_KEY_TERM_OPS = frozenset({"floordiv", "mod", "truediv", "min", "max", "where", "abs",
+                           "bitand", "bitor", "bitxor", "shl", "shr"})
+
+
+def derives_key_terms(mask: Node) -> bool:
+    """Whether `mask` computes index terms from the key alone (b and h aside): a
+    2-D or 3-D position's coordinates, a clamped column. Reads are not counted
+    (they are staged) nor are sums and products (they fold into immediates)."""
+    for n in mask.walk():
+        used = free_vars(n)
+        if n.op in _KEY_TERM_OPS and "k" in used and used <= {"b", "h", "k"}:
+            return True
+    return False
+
+
 def _stage_function(name: str, var: str, nodes: tuple[Node, ...], slots: Mapping[str, int],
                     aux_dtypes: Mapping[str, torch.dtype]) -> str:
     """`uint32_t name(int i, int b, int h, int var, aux)`: read i's 32-bit pattern."""
@@ -70,8 +86,9 @@ def staged_spellings(reads: StagedReads) -> dict[Node, str]:
 
 def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
                         aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
-    """kKeyStaged, kRowStaged, CUBRIDGE_HOOKS_MASK_INDEX_ONLY (where it holds),
-    key_staged, row_staged and mask_mod_staged."""
+    """kKeyStaged, kRowStaged, CUBRIDGE_HOOKS_MASK_INDEX_ONLY and
+    CUBRIDGE_HOOKS_MASK_KEY_TERMS (where they hold), key_staged, row_staged and
+    mask_mod_staged."""
     reads = staged_reads(mask) if mask is not None else StagedReads((), ())
     bound = staged_spellings(reads)
     if mask is None:
@@ -87,6 +104,10 @@ def render_staged_hooks(mask: Node | None, slots: Mapping[str, int],
             "// mask_mod is index arithmetic alone (no aux read): a kernel may evaluate it",
             "// ahead of the scores, where it is cheapest in registers (docs/hooks.md)",
             "#define CUBRIDGE_HOOKS_MASK_INDEX_ONLY 1"]),
+        *([] if mask is None or not derives_key_terms(mask) else [
+            "// mask_mod derives index terms from the key alone: a kernel may evaluate it",
+            "// keys outer, so that they die after their column (docs/hooks.md)",
+            "#define CUBRIDGE_HOOKS_MASK_KEY_TERMS 1"]),
         "",
         _stage_function("key_staged", "k", reads.key, slots, aux_dtypes),
         _stage_function("row_staged", "q", reads.row, slots, aux_dtypes),

@@ -77,3 +77,24 @@ def test_index_only_masks_are_declared_so():
     reads_aux = plan_hooks(make_spec("m", lambda b, h, q, k, *, slope: (slope[h] > 0) & (q >= k)),
                            {"slope": slope})
     assert flag not in generate_header(reads_aux).text
+
+
+def test_masks_with_key_terms_are_declared_so():
+    """CUBRIDGE_HOOKS_MASK_KEY_TERMS (fa_sm80 then evaluates the mask's bits keys
+    outer) exactly when mask_mod computes index terms from the key alone: a
+    canvas position's coordinates, a clamp; not for comparisons, sums or reads."""
+    flag = "#define CUBRIDGE_HOOKS_MASK_KEY_TERMS 1"
+
+    def declared(mask, aux=None):
+        return flag in generate_header(plan_hooks(make_spec("m", mask), aux or {})).text
+
+    assert declared(lambda b, h, q, k: (q // 8 - k // 8).abs() <= 1)  # a 2-D tile's row
+    assert declared(lambda b, h, q, k: (q % 8 - k % 8).abs() <= 2)  # and its column
+    assert declared(lambda b, h, q, k: q >= k.clamp(min=4))
+    assert declared(lambda b, h, q, k: (q // 64) >= (k // 64))  # causal_blockwise's form
+    assert not declared(lambda b, h, q, k: q >= k)
+    assert not declared(lambda b, h, q, k: (q - k < 128) & (q >= k))
+    assert not declared(lambda b, h, q, k: (k < 16) | (q >= k))  # a prefix: one compare
+    assert not declared(lambda b, h, q, k: (q // 8) == 3)  # the query's alone
+    doc = torch.zeros(2, 8, dtype=torch.int64)
+    assert not declared(lambda b, h, q, k, *, doc: doc[b, q] == doc[b, k], {"doc": doc})

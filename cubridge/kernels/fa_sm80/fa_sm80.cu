@@ -112,6 +112,15 @@ __device__ __forceinline__ bool mask_mod_staged(int b, int h, int q, int k, Stag
 }
 #endif
 constexpr bool kStagedMask = kKeyStaged + kRowStaged > 0;
+// A mask that derives terms from the key alone (a 2-D or 3-D position's coordinates:
+// divisions, clamps) has its bits evaluated keys outer, so those terms die after
+// their column; other masks rows outer, where comparisons of q and k fold into
+// immediates (keys outer cost the LLM path's MLA build 64 B of spills).
+#ifdef CUBRIDGE_HOOKS_MASK_KEY_TERMS
+constexpr bool kMaskKeysOuter = true;
+#else
+constexpr bool kMaskKeysOuter = false;
+#endif
 constexpr int kKeyStagedRows = kKeyStaged > 0 ? kKeyStaged : 1;
 constexpr int kRowStagedRows = kRowStaged > 0 ? kRowStaged : 1;
 
@@ -237,41 +246,57 @@ __device__ __forceinline__ void block_mask(uint32_t (&bits)[kMTiles], const FwdP
                                            int q_start) {
   const int g = lane >> 2;
   const int k_first = opaque(k0 + 2 * (lane & 3));  // (opaque: see scores_to_logits)
+  // Pair (row q, key k)'s bit, at 16 * half + 2 * j + e of bits[mt].
+  auto allowed_at = [&](int q, int k) {
+    // Only blocks holding the query or key tail pay for bounds and clamps;
+    // elsewhere q and k stay affine in the lane, which the compiler folds
+    // into immediates (one compare per element for q - k < w).
+    const int qc = kTail ? min(q, p.seqlen_q - 1) : q;
+    const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+    bool allowed = kTail ? k < p.seqlen_k : true;
+    if constexpr (hooks::kHasMaskMod) {
+      if constexpr (kTail) allowed = allowed & (q < p.seqlen_q);
+      // Evaluated on every element and combined without short-circuit, so the
+      // hook's aux reads are unconditional: no branch per element, and reads
+      // shared by elements (q-side, scalars) are loaded once.
+      if constexpr (kStagedMask) {
+        allowed = allowed & mask_mod_staged(b, h, qc, kc, Staged{rows + (qc - q_start), kBlockM},
+                                            Staged{keys + (kc - k0), kBlockN}, p.aux);
+      } else {
+        allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
+      }
+    }
+    return static_cast<uint32_t>(allowed);
+  };
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) bits[mt] = 0;
-  // Keys outer, rows inner: what a mask derives from the key alone (a 2-D or 3-D
-  // position's coordinates) dies after its column instead of staying live for
-  // every row (fa_sm90's mask_bits does the same).
+  if constexpr (kMaskKeysOuter) {
 #pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {
+    for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int k = k_first + (j * 8 + e);
-      const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+      for (int e = 0; e < 2; ++e) {
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
+        for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int q = row0 + mt * 16 + g + 8 * half;
-          // Only blocks holding the query or key tail pay for bounds and clamps;
-          // elsewhere q and k stay affine in the lane, which the compiler folds
-          // into immediates (one compare per element for q - k < w).
-          const int qc = kTail ? min(q, p.seqlen_q - 1) : q;
-          bool allowed = kTail ? k < p.seqlen_k : true;
-          if constexpr (hooks::kHasMaskMod) {
-            if constexpr (kTail) allowed = allowed & (q < p.seqlen_q);
-            // Evaluated on every element and combined without short-circuit, so the
-            // hook's aux reads are unconditional: no branch per element, and reads
-            // shared by elements (q-side, scalars) are loaded once.
-            if constexpr (kStagedMask) {
-              allowed = allowed & mask_mod_staged(b, h, qc, kc,
-                                                  Staged{rows + (qc - q_start), kBlockM},
-                                                  Staged{keys + (kc - k0), kBlockN}, p.aux);
-            } else {
-              allowed = allowed & hooks::mask_mod(b, h, qc, kc, p.aux);
-            }
+          for (int half = 0; half < 2; ++half) {
+            bits[mt] |= allowed_at(row0 + mt * 16 + g + 8 * half, k_first + (j * 8 + e))
+                        << (16 * half + 2 * j + e);
           }
-          bits[mt] |= static_cast<uint32_t>(allowed) << (16 * half + 2 * j + e);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            bits[mt] |= allowed_at(row0 + mt * 16 + g + 8 * half, k_first + (j * 8 + e))
+                        << (16 * half + 2 * j + e);
+          }
         }
       }
     }
