@@ -176,11 +176,31 @@ def _cell(r: ImplResult | None) -> str:
     return STATUS_CELL.get(r.status, r.status)
 
 
+def _merged(meta: dict, key: str) -> str:
+    """meta[key], or for merged runs each distinct value in run order (a merge of
+    runs at several commits says so; run N is the Nth of the command)."""
+    runs = meta.get("merged_from") or []
+    values = list(dict.fromkeys(m[key] for m in runs))
+    if len(values) <= 1:
+        return meta[key]
+    return "; ".join(f"{v} (run{'s' if len(ns) > 1 else ''} {', '.join(ns)})" for v, ns in
+                     ((v, [str(i + 1) for i, m in enumerate(runs) if m[key] == v])
+                      for v in values))
+
+
+def _dates(meta: dict) -> str:
+    """meta's date, or for merged runs the first and the last."""
+    dates = [m["date"] for m in meta.get("merged_from") or []]
+    if len(set(dates)) <= 1:
+        return meta["date"]
+    return f"{min(dates)} to {max(dates)} ({len(dates)} runs merged)"
+
+
 def meta_lines(meta: dict) -> list[str]:
     return [
         f"- device: {meta['device']}",
-        f"- date: {meta['date']}",
-        f"- commit: {meta['commit']}",
+        f"- date: {_dates(meta)}",
+        f"- commit: {_merged(meta, 'commit')}",
         f"- command: `{meta['command']}`",
         f"- torch {meta['torch']} (CUDA {meta['cuda']}), triton {meta['triton']}, "
         f"flash-attn-4 {meta['flash_attn_4']}, python {meta['python']}",

@@ -215,6 +215,19 @@ def test_runs_on_one_device_merge_into_one_report(tmp_path, results):
     assert [m["command"] for m in meta["merged_from"]] == ["cubridge bench causal",
                                                            "cubridge bench alibi_causal"]
     assert meta["timing"] == collect_metadata("x", "cpu", "t")["timing"]
+    # Runs at two commits: the report names both and which run was which.
+    head = (tmp_path / "both" / "results.md").read_text()
+    assert f"- commit: {meta['commit']}\n" in head  # (one commit here)
+    other = json.loads((second / "results.json").read_text())
+    other["meta"]["commit"] = "abc1234 (from CUBRIDGE_COMMIT)"
+    (second / "results.json").write_text(json.dumps(other))
+    assert main(argv) == 0
+    head = (tmp_path / "both" / "results.md").read_text()
+    assert f"- commit: {meta['commit']} (run 1); abc1234 (from CUBRIDGE_COMMIT) (run 2)\n" in head
+    first_date, second_date = (m["date"] for m in load_json(tmp_path / "both" / "results.json")[0]
+                               ["merged_from"])
+    assert (f"- date: {first_date}\n" in head if first_date == second_date else
+            f"- date: {first_date} to {second_date} (2 runs merged)\n" in head)
     other = json.loads((second / "results.json").read_text())
     other["meta"]["device"] = "NVIDIA H100 80GB HBM3"
     (second / "results.json").write_text(json.dumps(other))
