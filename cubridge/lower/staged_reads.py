@@ -5,7 +5,9 @@ per score from global memory between the key loop's barriers (docs/hooks.md).
 
 This module picks those reads and renders the hooks that stage them and the
 mask_mod_staged that reads them back; the plain mask_mod stays for kernels
-that do not stage.
+that do not stage. Beside them it declares what a kernel may do with the mask
+ahead of the scores: CUBRIDGE_HOOKS_MASK_INDEX_ONLY (no aux read) and
+CUBRIDGE_HOOKS_MASK_KEY_TERMS (index terms of the key alone).
 """
 
 from __future__ import annotations
