@@ -176,16 +176,14 @@ def _cell(r: ImplResult | None) -> str:
     return STATUS_CELL.get(r.status, r.status)
 
 
-def _merged(meta: dict, key: str) -> str:
-    """meta[key], or for merged runs each distinct value in run order (a merge of
-    runs at several commits says so; run N is the Nth of the command)."""
-    runs = meta.get("merged_from") or []
-    values = list(dict.fromkeys(m[key] for m in runs))
-    if len(values) <= 1:
-        return meta[key]
-    return "; ".join(f"{v} (run{'s' if len(ns) > 1 else ''} {', '.join(ns)})" for v, ns in
-                     ((v, [str(i + 1) for i, m in enumerate(runs) if m[key] == v])
-                      for v in values))
+def _commits(meta: dict) -> str:
+    """meta's commit, or for runs merged from several commits each one with the
+    runs (numbered as in the command) that were at it."""
+    runs = [m["commit"] for m in meta.get("merged_from") or []]
+    if len(set(runs)) <= 1:
+        return meta["commit"]
+    at = {c: [str(i + 1) for i, r in enumerate(runs) if r == c] for c in dict.fromkeys(runs)}
+    return "; ".join(f"{c} (run{'s' * (len(ns) > 1)} {', '.join(ns)})" for c, ns in at.items())
 
 
 def _dates(meta: dict) -> str:
@@ -200,7 +198,7 @@ def meta_lines(meta: dict) -> list[str]:
     return [
         f"- device: {meta['device']}",
         f"- date: {_dates(meta)}",
-        f"- commit: {_merged(meta, 'commit')}",
+        f"- commit: {_commits(meta)}",
         f"- command: `{meta['command']}`",
         f"- torch {meta['torch']} (CUDA {meta['cuda']}), triton {meta['triton']}, "
         f"flash-attn-4 {meta['flash_attn_4']}, python {meta['python']}",

@@ -199,8 +199,8 @@ def _sdpa_check(spec: Spec) -> str:
 
 def prepare_sdpa(problem: PeerProblem, exact: bool = False) -> Prepared:
     """SDPA: native is_causal for full/causal masks, else a dense bool mask or a
-    dense float bias (mask as -inf) built from the mods. exact: the bias in
-    float32 (shifted by its row max; on CUDA SDPA then runs in float32) and rows
+    dense float bias (mask as -inf, each row shifted to a max of 0) built from the
+    mods. exact: the bias in float32 (on CUDA SDPA then runs in float32) and rows
     with no allowed key set to 0."""
     if problem.spec.normalizer != "softmax":
         raise Unsupported(f"SDPA has no {problem.spec.normalizer} normaliser")

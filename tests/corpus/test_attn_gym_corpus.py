@@ -42,7 +42,7 @@ KERNELS = {"fa_sm90": "sm_90a", "fa_sm80": "sm_80"}  # what select_kernel picks 
 # score_mod beside the consumer's accumulators (with a trivial mask_mod they
 # compile without spills); docs/flex_attention.md lists them. A regression past
 # these fails.
-SPILL_EXCEPTIONS: dict[tuple[str, str], int] = {}  # none since fa_sm80's mask keys-outer
+SPILL_EXCEPTIONS: dict[tuple[str, str], int] = {}  # none since fa_sm80's key-terms masks
 
 
 def _spec(c: Case, d: int = D):
