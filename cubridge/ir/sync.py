@@ -32,7 +32,10 @@ class Barrier:
     to wait for, as `mbarrier.try_wait.parity` does: it returns once the
     barrier's current phase has a parity different from `parity`, so on a
     fresh barrier `wait(0)` blocks until phase 0 completes and `wait(1)`
-    returns at once (the producer's first wait on an "empty" barrier).
+    returns at once (the producer's first wait on an "empty" barrier). So a
+    phase that completes while nobody has waited for the one before it is a
+    SyncError: a wait made after that could not tell the two apart (a role a
+    whole ring ahead of the barrier's waiter).
     """
 
     def __init__(self, count: int, name: str, loc: SourceLoc):
@@ -49,6 +52,7 @@ class Barrier:
         self.completed_vc: dict[str, int] = {}
         self.arrivals: list[tuple[str, SourceLoc]] = []  # of the current phase
         self.expects: list[SourceLoc] = []
+        self.observed = -1  # the latest completed phase some wait has returned for
 
     def arrive(self) -> None:
         """Arrive once on the current phase (one elected thread of the calling
@@ -78,6 +82,7 @@ class Barrier:
             raise ProgramError(f"barrier {self.name}: wait takes a phase parity 0 or 1, "
                                f"got {phase!r}", loc=loc, worker=w.name)
         w.sched.block(w, lambda: self.phase % 2 != phase, lambda: self._describe(phase))
+        self.observed = max(self.observed, self.phase - 1)
         w.acquire(self.completed_vc)
 
     def try_wait(self, phase: int) -> bool:
@@ -86,6 +91,7 @@ class Barrier:
         w, loc = _point()
         done = self.phase % 2 != phase
         if done:
+            self.observed = max(self.observed, self.phase - 1)
             w.acquire(self.completed_vc)
         elif w.sched is not None:
             w.sched.spin(w, lambda: f"polling barrier {self.name} with try_wait({phase})")
@@ -125,6 +131,15 @@ class Barrier:
                 + ": expect_tx byte count does not match the copies", loc=loc, worker=worker)
         if self.tx > 0:
             return
+        if self.phase > 0 and self.observed < self.phase - 1:
+            # A wait goes by parity: one for the phase before, made after this one
+            # completes, would take this phase for it (or block for the next).
+            raise SyncError(
+                f"barrier {self.name}: phase {self.phase} completes while nobody has waited "
+                f"for phase {self.phase - 1}, so a wait for parity {(self.phase - 1) % 2} can "
+                "no longer find it: whoever completes this phase ran a whole phase ahead of "
+                "that barrier's waiter (a missing wait on the barrier that should hold it "
+                "back)", loc=loc, worker=worker)
         self.phase += 1
         self.pending = self.count
         self.completed_vc = self.vc

@@ -112,14 +112,15 @@ def test_check_reports_what_the_target_must_hold() -> None:
     from cubridge.kernels.fa_sm80.cuir import FaSm80
 
     # D=128 bf16: Q 2 x, K and V 2 x, O staging 128x128; 12 mbarriers; the producer's
-    # BlockInfo ring, tile-liveness and tile-index words (each allocation rounded up
-    # to 128 bytes)
+    # BlockInfo and (batch, K/V head) rings, tile-liveness and tile-index words (each
+    # allocation rounded up to 128 bytes)
     r = check(FaSm90)
     tile = 128 * 128 * 2
-    assert r.smem_bytes == tile * 7 + 12 * 8 + 3 * 128 and r.smem_limit == 227 * 1024
-    assert r.workers == [("producer", 4), ("consumer0", 4), ("consumer1", 4)]
+    assert r.smem_bytes == tile * 7 + 12 * 8 + 4 * 128 and r.smem_limit == 227 * 1024
+    # (warps 2-3 of the producer warpgroup exit at once)
+    assert r.workers == [("producer", 1), ("v_loader", 1), ("consumer0", 4), ("consumer1", 4)]
     assert r.gemms == [("wgmma", 64, 128, 128)]
-    assert ("k_empty[1]", 2) in r.barriers
+    assert ("k_empty[1]", 3) in r.barriers  # (the consumers and the V loader)
     r80 = check(FaSm80, head_dim=64)
     assert r80.smem_bytes == 128 * 64 * 2 + 2 * 2 * 64 * 64 * 2
     assert set(r80.gemms) == {("mma.sync", 128, 64, 64)}

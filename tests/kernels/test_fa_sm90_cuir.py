@@ -256,32 +256,46 @@ CONSUMER0 = [
 ]
 
 # one CTA: tile 0 is its own, tile 1 it claims with tile 0's last block, and the
-# claim with tile 1's last (2, past the schedule) ends it: index -1 in Q buffer 0.
-# Each block's V goes after the next block's K (tile 0's last V after tile 1's Q
-# and first K; tile 1's last before the end of the CTA).
+# claim with tile 1's last (2, past the schedule) ends it: index -1 in Q buffer 0,
+# then the V loader's end in the next ring slot (a plain arrival on its k_full).
 # (Q goes out before the walk; the tile's liveness is q_full's second arrival)
 PRODUCER = ["expect_tx q_full0", "arrive q_full0",
             "wait k_empty0 1", "expect_tx k_full0",
             "claim 1",
-            "wait k_empty1 1", "expect_tx k_full1", "wait v_empty0 1", "expect_tx v_full0",
+            "wait k_empty1 1", "expect_tx k_full1",
             "expect_tx q_full1", "arrive q_full1",
-            "wait k_empty0 0", "expect_tx k_full0", "wait v_empty1 1", "expect_tx v_full1",
+            "wait k_empty0 0", "expect_tx k_full0",
             "claim 2",
-            "wait k_empty1 0", "expect_tx k_full1", "wait v_empty0 0", "expect_tx v_full0",
-            "wait v_empty1 0", "expect_tx v_full1",
-            "wait q_empty0 0", "arrive q_full0", "arrive q_full0"]
+            "wait k_empty1 0", "expect_tx k_full1",
+            "wait q_empty0 0", "arrive q_full0", "arrive q_full0",
+            "wait k_empty0 1", "arrive k_full0"]
+
+
+def _v_loads(index: int, phase: int) -> list:
+    """The V loader's turn at one ring position: the block's K landed, its words
+    read (k_empty), its V once the slot is free."""
+    return [f"wait k_full{index} {phase}", f"arrive k_empty{index}",
+            f"wait v_empty{index} {phase ^ 1}", f"expect_tx v_full{index}"]
+
+
+# each block's V as soon as its K landed and its slot freed, whatever the producer
+# walks meanwhile; the end word after the last
+V_LOADER = [*_v_loads(0, 0), *_v_loads(1, 0), *_v_loads(0, 1), *_v_loads(1, 1),
+            "wait k_full0 0"]
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_consumers_issue_in_the_order_of_the_cuda(policy):
     log = _trace(policy)
-    ops = {w: [op for who, op in log if who == w] for w in ("producer", "consumer0", "consumer1")}
+    ops = {w: [op for who, op in log if who == w]
+           for w in ("producer", "v_loader", "consumer0", "consumer1")}
     assert ops["consumer0"] == CONSUMER0
     # consumer 1: the same walk, after handing the first token to consumer 0
     other = [op.replace("mma_token0", "T").replace("mma_token1", "mma_token0")
              .replace("T", "mma_token1") for op in CONSUMER0]
     assert ops["consumer1"] == ["arrive mma_token0", *other]
     assert ops["producer"] == PRODUCER
+    assert ops["v_loader"] == V_LOADER
 
 
 def test_three_consumers_pass_the_token_round_robin():

@@ -5,8 +5,10 @@ code it targets has moved (tests/bench/test_tile_trace.py applies both to the so
 
 - producer_side: lane 0 of the producer records per tile (the global
   cubridge_producer_trace) clock stamps (tile start, Q issued, last K issued) and the
-  cycles spent classifying key blocks, waiting for a free Q buffer / K slot / V slot,
-  storing staged key reads and waiting for the next tile's claim.
+  cycles spent classifying key blocks, waiting for a free Q buffer / K slot, storing
+  staged key reads and waiting for the next tile's claim. (V slots are the V
+  loader's to wait for since 2026-12-06: its field stays 0; sources from before
+  recorded the producer's trailing V there.)
 - warp_side: lane 0 of each consumer warp records per tile (cubridge_warp_trace) the
   cycles it waited for the mma token, K and V. Warp 0 of each consumer shares SMSP 0
   with the producer warp: were it slowed by the producer's issue, the other three
@@ -19,8 +21,9 @@ PRODUCER_TRACE = """\
 // ---- diagnostics: the producer's side of the tile trace ------------------------
 // With CUBRIDGE_TILE_TRACE, lane 0 of the producer records per tile of its loop: clock
 // stamps (tile start, Q issued, last K issued) and the cycles it spent classifying key
-// blocks, waiting for a free Q buffer / K slot / V slot, storing staged key reads and
-// waiting for the claim of the next tile. Accumulated with fire-and-forget atomics.
+// blocks, waiting for a free Q buffer / K slot, storing staged key reads and waiting
+// for the claim of the next tile (kPWaitVEmpty: 0, the V loader waits for V slots).
+// Accumulated with fire-and-forget atomics.
 enum ProducerField {
   kPTop, kPQ, kPEnd, kPClassify, kPWaitQEmpty, kPWaitKEmpty, kPWaitVEmpty, kPStaged,
   kPClaim, kPBlocks, kPTile, kPFields
@@ -64,21 +67,8 @@ SYNC_STAGED = """\
       }"""
 PRODUCER_EDITS = [
     (PRODUCER_HEAD, PRODUCER_TRACE + PRODUCER_HEAD, 1),
-    ("""                                        const RingSlot& next) {
-    if (!pending) return;
-    const int index = next.index == 0 ? kStages - 1 : next.index - 1;
-    const uint32_t phase = next.index == 0 ? next.phase ^ 1u : next.phase;
-    mbar_wait(&sh.v_empty[index], phase ^ 1u);""",
-     """                                        const RingSlot& next, ProducerTrace& pt) {
-    if (!pending) return;
-    const int index = next.index == 0 ? kStages - 1 : next.index - 1;
-    const uint32_t phase = next.index == 0 ? next.phase ^ 1u : next.phase;
-    const uint32_t t0 = pt.now();
-    mbar_wait(&sh.v_empty[index], phase ^ 1u);
-    pt.add(kPWaitVEmpty, pt.now() - t0);""", 1),
-    ("v.issue(P, sh, lane, slot)", "v.issue(P, sh, lane, slot, pt)", 3),
-    ("  TrailingV v;\n  int t = blockIdx.x;",
-     "  TrailingV v;\n  ProducerTrace pt;\n  int t = blockIdx.x;", 1),
+    ("  RingSlot slot;\n  int t = blockIdx.x;",
+     "  RingSlot slot;\n  ProducerTrace pt;\n  int t = blockIdx.x;", 1),
     ("""    const int qb = iter % kQBuffers;
     if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);""",
      """    pt.open(iter, lane, t);

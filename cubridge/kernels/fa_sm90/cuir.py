@@ -8,19 +8,24 @@ tile c; each later one it claims from a launch counter (grid + the counter's
 value before an atomic add), with its current tile's last key block: tiles go
 to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
 
-- producer (warpgroup 0; one warp in the CUDA, lane 0 issuing): per tile, its
-  schedule index and Q into Q buffer iter % 2 (q_full / q_empty), then the
-  walk of its key blocks and whether it visits any (q_full's second arrival),
-  then for each visited key block (kv_block_range walked from hi - 1 down to
-  lo, blocks EMPTY for every consumer's 64 rows skipped; the CUDA's warp
-  classifies 32 blocks at a time, one per lane, and runs a header's range
-  search 32 split points at a time) its BlockInfo (index, last-of-tile flag,
-  kind for each consumer's rows) with K into the ring of `stages` slots
-  (k_full / k_empty), then V of the block before it (v_full / v_empty; a
-  tile's last V goes after the next tile's Q and first K): no K waits behind a
-  V slot. Past the last tile it claims, it writes index -1 into the next Q
-  buffer's word and completes its q_full with both arrivals and no copy. The
-  producer evaluates every block hook; the consumers read its classification;
+- producer (warp 0 of warpgroup 0, lane 0 issuing): per tile, its schedule
+  index and Q into Q buffer iter % 2 (q_full / q_empty), then the walk of its
+  key blocks and whether it visits any (q_full's second arrival), then for
+  each visited key block (kv_block_range walked from hi - 1 down to lo, blocks
+  EMPTY for every consumer's 64 rows skipped; the CUDA's warp classifies 32
+  blocks at a time, one per lane, and runs a header's range search 32 split
+  points at a time) its BlockInfo (index, last-of-tile flag, kind for each
+  consumer's rows) and (batch, K/V head) with K into the ring of `stages`
+  slots (k_full / k_empty). Past the last tile it claims, it writes index -1
+  into the next Q buffer's word and completes its q_full with both arrivals and
+  no copy, then ends the V loader: index -1 in the next ring slot's BlockInfo,
+  k_full completed with a plain arrival. The producer evaluates every block
+  hook; the consumers read its classification;
+- V loader (warp 1 of warpgroup 0): in lockstep with the ring, once a block's K
+  has landed it reads the slot's words, arrives on k_empty (the producer
+  rewrites them two blocks on, so k_empty counts it beside the consumers) and
+  loads the block's V when its V slot frees (v_full / v_empty): no V waits
+  behind the producer's walk of the next tile, and no K behind a V slot;
 - consumers (warpgroups 1.., 64 query rows each), in the CUDA's order:
   CTA's first tile: S = Q K^T of its first block alone. Per tile: finish the
   first block (release K, logits, softmax, P); per further block: take the mma
@@ -77,10 +82,8 @@ EMPTY ones skipped; an index-only mask_mod
 before the block's S product is issued and applied after it retires (a header
 with row intervals, kRowIntervals, sets each row's bits as ranges), where
 the IR masks the scores (`scores`) after the wait: the same pairs either way;
-setmaxnreg and the swizzled layouts have no IR form; the producer's trailing V
-is kept here as (slot, phase, batch, K/V head, block) where the CUDA producer
-(40 registers) reads the block and a packed (batch, K/V head) word back from the
-slot's shared words (block_info, kv_batch_head). The CUDA's last CTA to
+setmaxnreg and the swizzled layouts have no IR form (warps 2-3 of warpgroup 0
+exit at once and are not bound here). The CUDA's last CTA to
 finish zeroes the tile counter for the next launch on its stream (a second
 element counts finished CTAs); every IR launch starts with a fresh counter.
 The IR runs CTAs one after another, so CTA 0 claims every tile past the first
@@ -250,6 +253,8 @@ class FaSm90(AttentionKernelBase):
         # (index, last-of-tile, kind per consumer), per Q buffer whether its tile
         # visits any key block
         self.info_s = self.alloc(SMEM, (2 + c,), torch.int32, stages=st, name="block_info")
+        # and the (batch, K/V head) of the block, for the V loader
+        self.kv_s = self.alloc(SMEM, (2,), torch.int32, stages=st, name="kv_batch_head")
         self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_live")
         self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_index")
         # [next, done]: the tiles claimed past each CTA's first (done: see above)
@@ -257,14 +262,15 @@ class FaSm90(AttentionKernelBase):
         self.q_full = self.barriers(Q_BUFFERS, 2)  # Q's bytes, then the tile's liveness
         self.q_empty = self.barriers(Q_BUFFERS, c)  # CUDA: 4 * c, one arrival per warp
         self.k_full = self.barriers(st, 1)
-        self.k_empty = self.barriers(st, c)  # CUDA: 4 * c
+        self.k_empty = self.barriers(st, c + 1)  # the V loader too; CUDA: 4 * c + 1
         self.v_full = self.barriers(st, 1)
         self.v_empty = self.barriers(st, c)  # CUDA: 4 * c
         # mma_token[i]: consumer i may issue its gemms; consumer i - 1 passes it. The
         # last consumer's first pass is never matched at the end: open at exit.
         self.mma_token = [self.named_barrier(TOKEN_THREADS, f"mma_token{i}", open_at_exit=True)
                           for i in range(c)]
-        self.bind(self.producer, cta, warpgroup=0)
+        self.bind(self.producer, cta, warps=1)
+        self.bind(self.v_loader, warps=1)
         for i in range(c):
             self.bind(self.consumer, i, cta, warpgroup=1 + i, name=f"consumer{i}")
 
@@ -275,34 +281,20 @@ class FaSm90(AttentionKernelBase):
     # -- producer warpgroup -----------------------------------------------------------------
 
     def producer(self, cta: int) -> None:
-        bn = self.block_n
+        bn, c = self.block_n, self.consumers
         slot = PipelineState(self.stages, phase=1)  # fresh empty barriers: the first pass is free
 
-        # V of the block whose K went last: (ring index, phase, b, h_kv, n) or None
-        trailing_v: list = [None]
-
-        def issue_trailing_v() -> None:
-            if trailing_v[0] is None:
-                return
-            i, phase, b, h_kv, n = trailing_v[0]
-            self.v_empty[i].wait(phase)
-            self.v_full[i].arrive_expect_tx(self.v_s[i].nbytes)
-            self.copy_async(self.v_s[i], self.v.tile(b, h_kv, start=n * bn, rows=bn),
-                            self.v_full[i])
-            trailing_v[0] = None
-
-        def load_kv(b: int, h: int, n: int, kinds: list[BlockKind], last: bool) -> None:
-            """K of block n (with its BlockInfo), then V of the block before it."""
+        def load_k(b: int, h: int, n: int, kinds: list[BlockKind], last: bool) -> None:
+            """K of block n, with its BlockInfo and (batch, K/V head)."""
             i = slot.index
             self.k_empty[i].wait(slot.phase)
+            h_kv = self.kv_head(h)
             self.store(self.info_s[i], torch.tensor([n, int(last), *map(int, kinds)],
                                                     dtype=torch.int32))
+            self.store(self.kv_s[i], torch.tensor([b, h_kv], dtype=torch.int32))
             self.k_full[i].arrive_expect_tx(self.k_s[i].nbytes)
-            h_kv = self.kv_head(h)
             self.copy_async(self.k_s[i], self.k.tile(b, h_kv, start=n * bn, rows=bn),
                             self.k_full[i])
-            issue_trailing_v()
-            trailing_v[0] = (i, slot.phase, b, h_kv, n)
             slot.advance()
 
         t, it = cta, 0  # a CTA's first tile is its own index
@@ -321,27 +313,46 @@ class FaSm90(AttentionKernelBase):
             walk = self.key_walk(b, h, m_block)
             self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
             self.q_full[qb].arrive()
-            if not walk:  # no K of this tile to go first
-                issue_trailing_v()
             t_next = None
             for j, (n, kinds) in enumerate(walk):
                 last = j == len(walk) - 1
                 if last:  # the next tile, claimed with this one's last block
                     t_next = self.claim_tile()
-                load_kv(b, h, n, kinds, last)
+                load_k(b, h, n, kinds, last)
             if t_next is None:  # (a tile without live blocks)
                 t_next = self.claim_tile()
             it += 1
             if t_next >= self.num_tiles():  # no next tile: say so in the next Q buffer
-                issue_trailing_v()
                 qe = it % Q_BUFFERS
                 if it >= Q_BUFFERS:
                     self.q_empty[qe].wait((it // Q_BUFFERS - 1) & 1)
                 self.store(self.index_s[qe], torch.tensor([-1], dtype=torch.int32))
                 self.q_full[qe].arrive()
                 self.q_full[qe].arrive()  # (both of q_full's arrivals)
+                # and to the V loader, in the next ring slot once its last K is released
+                self.k_empty[slot.index].wait(slot.phase)
+                self.store(self.info_s[slot.index],
+                           torch.tensor([-1] + [0] * (1 + c), dtype=torch.int32))
+                self.k_full[slot.index].arrive()
                 return
             t = t_next
+
+    def v_loader(self) -> None:
+        bn = self.block_n
+        slot = PipelineState(self.stages)  # in lockstep with the producer's K
+        while True:
+            i = slot.index
+            self.k_full[i].wait(slot.phase)  # the block's K landed: its words are there
+            n = int(self.load(self.info_s[i])[0])
+            if n < 0:  # the producer's end of loads
+                return
+            b, h_kv = (int(x) for x in self.load(self.kv_s[i]))
+            self.k_empty[i].arrive()  # (the producer may rewrite the words now)
+            self.v_empty[i].wait(slot.phase ^ 1)  # (fresh: the first pass is free)
+            self.v_full[i].arrive_expect_tx(self.v_s[i].nbytes)
+            self.copy_async(self.v_s[i], self.v.tile(b, h_kv, start=n * bn, rows=bn),
+                            self.v_full[i])
+            slot.advance()
 
     # -- consumer warpgroups ----------------------------------------------------------------
 

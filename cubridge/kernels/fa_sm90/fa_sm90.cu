@@ -7,9 +7,11 @@
 // frees up, so tiles of unequal length balance across the grid. A CTA holds
 // kConsumers + 1 warpgroups:
 //
-//   producer  (warpgroup 0, one thread, few registers): TMA loads of Q once per
-//             tile, then K and V of each visited key block into a ring of
-//             kStages slots, each slot guarded by full / empty mbarriers.
+//   producer  (warpgroup 0, few registers): its warp 0 issues the TMA loads of Q
+//             once per tile, then K of each visited key block into a ring of
+//             kStages slots, each slot guarded by full / empty mbarriers; its
+//             warp 1 (the V loader) issues each block's V into the ring once its
+//             K has landed.
 //   consumers (warpgroups 1..kConsumers, many registers): 64 query rows each.
 //             wgmma S = Q K^T (both from shared memory), online softmax in
 //             registers, wgmma O += P V with P from registers.
@@ -643,31 +645,34 @@ __device__ __forceinline__ int claim_tile(const Sm90Params& P) {
   return static_cast<int>(gridDim.x) + atomicAdd(P.tile_counter, 1);
 }
 
-// V of the block whose K the producer issued last. It goes out after the next
-// block's K (or the next tile's Q and first K): a K load then never queues behind
-// the wait for a V slot, which frees only when the PV product two blocks back
-// retires, so each K is requested about half a block earlier. Its ring slot is the
-// one before `next`, the ring position that followed its block's K; its block and
-// (batch, K/V head) are read back from that slot's words (the producer has 40
-// registers, and table-driven block hooks spilled with them held in registers).
-struct TrailingV {
-  bool pending = false;
+// The V loads, by warp 1 of the producer warpgroup. It follows the K/V ring in lockstep
+// with the producer warp: once a block's K has landed (its block and (batch, K/V head)
+// are in the slot's words by then), it reads those words, arrives on the slot's
+// k_empty (the producer rewrites them for the K two blocks on, and so cannot get a
+// whole phase of k_full ahead of this warp) and issues the block's V as soon as its
+// V slot frees, when the PV product two blocks back retires. So no V waits behind the
+// producer's walk of the next tile, nor any K behind a V slot. A slot word
+// kEndOfLoads, arrived on k_full without a copy after the producer's last tile, ends it.
+constexpr uint32_t kEndOfLoads = ~0u;
 
-  __device__ __forceinline__ void issue(const Sm90Params& P, SharedStorage& sh, int lane,
-                                        const RingSlot& next) {
-    if (!pending) return;
-    const int index = next.index == 0 ? kStages - 1 : next.index - 1;
-    const uint32_t phase = next.index == 0 ? next.phase ^ 1u : next.phase;
-    mbar_wait(&sh.v_empty[index], phase ^ 1u);
+__device__ __forceinline__ void v_loader(const Sm90Params& P, SharedStorage& sh, int lane) {
+  RingSlot slot;
+  while (true) {
+    mbar_wait(&sh.k_full[slot.index], slot.phase);
+    const uint32_t info = sh.block_info[slot.index];
+    if (info == kEndOfLoads) break;
+    const uint32_t batch_head = sh.kv_batch_head[slot.index];
+    __syncwarp();  // (every lane's reads before lane 0's arrival)
+    if (lane == 0) mbar_arrive(&sh.k_empty[slot.index]);
+    mbar_wait(&sh.v_empty[slot.index], slot.phase ^ 1u);
     if (lane == 0) {
-      const uint32_t batch_head = sh.kv_batch_head[index];
-      load_tile(&P.tma_v, sh.v[index], &sh.v_full[index],
-                BlockInfo::index(sh.block_info[index]) * kBlockN,
-                static_cast<int>(batch_head & 0xffffu), static_cast<int>(batch_head >> 16));
+      load_tile(&P.tma_v, sh.v[slot.index], &sh.v_full[slot.index],
+                BlockInfo::index(info) * kBlockN, static_cast<int>(batch_head & 0xffffu),
+                static_cast<int>(batch_head >> 16));
     }
-    pending = false;
+    slot.advance();
   }
-};
+}
 
 // The producer is warp 0 of warpgroup 0: lane 0 issues every copy and barrier
 // arrival; the whole warp walks the key blocks (classifying 32 at a time, one per
@@ -675,7 +680,6 @@ struct TrailingV {
 __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh, int lane) {
   const FwdParams& p = P.p;
   RingSlot slot;
-  TrailingV v;
   int t = blockIdx.x;  // a CTA's first tile is its own index; later ones come from the counter
   for (int iter = 0;; ++iter) {
     const Tile tile = tile_at(t, P);
@@ -695,7 +699,6 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       sh.tile_live[qb] = n >= 0;
       mbar_arrive(&sh.q_full[qb]);
     }
-    if (n < 0) v.issue(P, sh, lane, slot);  // (no K of this tile to go first)
     // The CTA's next tile is claimed with the last key block of this one, when the
     // CTA is about to free up (tiles then go to CTAs as they free up, longest first
     // within an L2 section: balanced with sections of one wave); the atomic's round
@@ -735,8 +738,6 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
         sh.kv_batch_head[slot.index] = (static_cast<uint32_t>(tile.b) << 16) | h_kv;
         load_tile(&P.tma_k, sh.k[slot.index], &sh.k_full[slot.index], k_start, h_kv, tile.b);
       }
-      v.issue(P, sh, lane, slot);  // the previous block's V, in the slot before this K's
-      v.pending = true;
       slot.advance();
       n = next;
 #pragma unroll
@@ -745,7 +746,6 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
     if (t_next < 0 && lane == 0) t_next = claim_tile(P);  // (a tile without live blocks)
     t = __shfl_sync(0xffffffffu, t_next, 0);
     if (t >= P.num_tiles) {
-      v.issue(P, sh, lane, slot);
       // No next tile: the consumers learn it from the next Q buffer (index -1).
       const int qe = (iter + 1) % kQBuffers;
       if (iter + 1 >= kQBuffers) mbar_wait(&sh.q_empty[qe], ((iter + 1) / kQBuffers - 1) & 1);
@@ -753,6 +753,12 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
         sh.tile_index[qe] = -1;
         mbar_arrive(&sh.q_full[qe]);
         mbar_arrive(&sh.q_full[qe]);  // (both of q_full's arrivals)
+      }
+      // The V loader's end: the next ring position's words, once its last K is released.
+      mbar_wait(&sh.k_empty[slot.index], slot.phase ^ 1u);
+      if (lane == 0) {
+        sh.block_info[slot.index] = kEndOfLoads;
+        mbar_arrive(&sh.k_full[slot.index]);
       }
       break;
     }
@@ -2143,7 +2149,7 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&sh.k_full[i], 1);
       mbar_init(&sh.v_full[i], 1);
-      mbar_init(&sh.k_empty[i], 4 * kConsumers);
+      mbar_init(&sh.k_empty[i], 4 * kConsumers + 1);  // (and the V loader)
       mbar_init(&sh.v_empty[i], 4 * kConsumers);
     }
     mbar_init_fence();
@@ -2155,7 +2161,14 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
   __syncthreads();
   if (warpgroup == 0) {
     regs_release<kProducerRegs>();
-    if (threadIdx.x < 32) producer(P, sh, threadIdx.x);
+    // (the warp index broadcast first: a role branch the compiler cannot see as
+    // warp-uniform spilled the 40-register producer, NOTES.md "a walker warp")
+    const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+    if (warp == 0) {
+      producer(P, sh, threadIdx.x);
+    } else if (warp == 1) {
+      v_loader(P, sh, threadIdx.x - 32);
+    }
   } else {
     regs_claim<kConsumerRegs>();
     consumer(P, sh, warpgroup - 1);
