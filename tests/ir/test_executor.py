@@ -83,6 +83,27 @@ def test_wait_for_the_other_parity_returns_at_once_on_a_fresh_barrier() -> None:
     assert "worker consumer" in str(info.value)
 
 
+def test_a_phase_completed_before_anyone_waited_for_the_one_before_is_a_sync_error() -> None:
+    class Lapping(CopyThrough):
+        def producer(self):
+            self.full.arrive()
+            self.full.arrive()  # phase 1, before the consumer saw phase 0
+
+        def consumer(self):
+            self.full.wait(0)
+            self.full.wait(1)
+
+    # eager runs the producer to its end first: it laps the consumer, whose wait for
+    # parity 0 would then find phase 2's parity and block (or take a later phase)
+    with pytest.raises(SyncError, match="phase 1 completes while nobody has waited for "
+                                        "phase 0") as info:
+        execute(Lapping(), *_inputs(), policy="eager")
+    assert _line(Lapping.producer, "# phase 1") in str(info.value)
+    # with the consumer woken between the arrivals (delayed: a switch at every point)
+    # each phase is seen before the next completes
+    execute(Lapping(), *_inputs(), policy="delayed")
+
+
 def test_named_barrier_overflow_and_leftover_arrivals_are_sync_errors() -> None:
     class Leftover(CopyThrough):
         def run(self, _):

@@ -351,6 +351,9 @@ def render(data: dict) -> str:
     producer_runs = [r for r in data["runs"] if "producer" in r["summary"]]
     if producer_runs:
         keys = ("classify", "wait_q_empty", "wait_k_empty", "wait_v_empty", "staged", "claim")
+        if all(r["summary"]["producer"]["share_of_cycles"]["wait_v_empty"] == 0
+               for r in producer_runs):  # (since 2026-12-06 the V loader waits for V slots)
+            keys = tuple(k for k in keys if k != "wait_v_empty")
         lines += ["", "The producer's cycles (share of its tiles' cycles; per visited block):", "",
                   "| candidate | mode | " + " | ".join(keys) + " |",
                   "|---|---|" + "---|" * len(keys)]

@@ -653,7 +653,7 @@ __device__ __forceinline__ int claim_tile(const Sm90Params& P) {
 // V slot frees, when the PV product two blocks back retires. So no V waits behind the
 // producer's walk of the next tile, nor any K behind a V slot. A slot word
 // kEndOfLoads, arrived on k_full without a copy after the producer's last tile, ends it.
-constexpr uint32_t kEndOfLoads = ~0u;
+constexpr uint32_t kEndOfLoads = ~0u;  // (no block's word: a kind is 0, 1 or 2)
 
 __device__ __forceinline__ void v_loader(const Sm90Params& P, SharedStorage& sh, int lane) {
   RingSlot slot;
