@@ -10,7 +10,8 @@
 #
 # `all`: the whole comparison of docs/benchmark.md, resumable. Each call does
 # what fits in BUDGET_S seconds (default 540, under a 10-minute call; a piece is
-# expected to take 1.2x the slowest so far, PIECE_ESTIMATE_S=300 before any) and says
+# expected to take 1.2x the slowest at its S so far, else 1.2x the slowest piece,
+# PIECE_ESTIMATE_S=300 before any) and says
 # "MORE" (call it again, same arguments) or "DONE". In order: the runs below;
 # then one `cubridge bench` per (S, config), S = 4096 first (SEQ_LENS, default
 # "4096 8192 2048 1024"; CONFIGS, default "llama2_7b qwen25_72b"), of the
@@ -93,8 +94,12 @@ if [[ ",$peers," == *,fa4,* || ",$peers," == *,flex_flash,* ]] \
   exit 2
 fi
 start=$SECONDS
-estimate() {  # seconds a piece is expected to take: the slowest bench piece so far, +20%
-  local worst; worst=$(awk '$1 != "runs" {print $2}' "$state/timing.txt" 2>/dev/null | sort -n | tail -1)
+estimate() {  # estimate S: seconds a piece at S is expected to take, +20%: the slowest
+  # piece at S so far, else the slowest piece (S = 4096's longer timing makes it the worst)
+  local worst; worst=$(awk -v s="s$1-" 'index($1, s) == 1 {print $2}' "$state/timing.txt" \
+    2>/dev/null | sort -n | tail -1)
+  [ -n "$worst" ] || worst=$(awk '$1 != "runs" {print $2}' "$state/timing.txt" 2>/dev/null \
+    | sort -n | tail -1)
   echo $(( ${worst:-${PIECE_ESTIMATE_S:-300}} * 12 / 10 ))
 }
 fits() {  # fits SECONDS: is there time left in this call for a piece that long?
@@ -119,8 +124,8 @@ for s in "${seq_lens[@]}"; do
   for c in "${configs[@]}"; do
     piece=s$s-$c
     [ -f "$state/$piece/results.json" ] || [ -f "$state/$piece.failed" ] && continue
-    if ! fits "$(estimate)"; then
-      echo "MORE: $((SECONDS - start)) s used; next piece $piece needs ~$(estimate) s." \
+    if ! fits "$(estimate "$s")"; then
+      echo "MORE: $((SECONDS - start)) s used; next piece $piece needs ~$(estimate "$s") s." \
            "Call again with the same arguments."
       pack_parts
       exit 0

@@ -110,3 +110,20 @@ def test_all_passes_rounds_to_every_bench(tree):
     _, calls = run_all(tree, ROUNDS="3")
     benches = [c for c in calls if c.startswith("bench ") and "--merge" not in c]
     assert len(benches) == 8 and all("--rounds 3 " in c for c in benches)
+
+
+def test_a_piece_is_expected_to_take_what_pieces_at_its_length_took(tree):
+    # S = 4096's pieces (longer timing) took 500 s; one at 8192 took 10 s: the next 8192
+    # piece fits a 100 s call, the first at 2048 (no piece of its length yet) does not
+    state = tree / "runs" / "_bench-t"
+    state.mkdir(parents=True)
+    (state / "runs.done").touch()
+    (state / "verified.txt").write_text("full\ncausal\n")
+    (state / "timing.txt").write_text(
+        "runs 100\ns4096-llama2_7b 500\ns4096-qwen25_72b 500\ns8192-llama2_7b 10\n")
+    for piece in ("s4096-llama2_7b", "s4096-qwen25_72b", "s8192-llama2_7b"):
+        (state / piece).mkdir()
+        (state / piece / "results.json").write_text("{}")
+    out, calls = run_all(tree, BUDGET_S="100")
+    assert [c.split("--name ")[1].split()[0] for c in calls] == ["s8192-qwen25_72b"]
+    assert "MORE: " in out and "next piece s2048-llama2_7b needs ~600 s" in out
