@@ -59,3 +59,14 @@ def test_bars_table_rows_come_from_the_spec_masks():
     assert rows["alibi_causal"].endswith("| 85% | any |")  # causal's blocks and pairs
     # S = 1024: documents of 128-511 tokens, tiles of 2.5 blocks: under 80% at any tile cost
     assert rows["document_causal"].endswith("| 80% | none |")
+
+
+def test_smaller_tiles_compute_fewer_masked_pairs_and_causal_is_counted_on_the_same():
+    script = load_fa_sm90_script("block_stats")
+    doc = load_specs(["document_causal"])[0]
+    big = script.block_stats(doc, 1024, 128, 128)
+    small = script.block_stats(doc, 1024, 64, 64)
+    assert small["allowed"] == big["allowed"]
+    assert small["pairs_used"] > big["pairs_used"]  # diagonals cut at 64, not 128
+    table = script.bars_table(["document_causal"], 1024, seeds=1, block_m=64, block_n=64)
+    assert table.startswith("S = 1024, 64 x 64 tiles; causal visits 8.50 blocks a tile.")

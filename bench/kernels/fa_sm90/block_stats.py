@@ -15,6 +15,7 @@ random, so their counts are averaged over seeds.
 
     python bench/kernels/fa_sm90/block_stats.py causal sliding_window_1024 --s 4096
     python bench/kernels/fa_sm90/block_stats.py --bars sliding_window_1024 document_causal
+    python bench/kernels/fa_sm90/block_stats.py --bars document_causal --tile 64x64
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int 
     }
 
 
+def s_not_tiled(s: int, block_m: int, block_n: int) -> bool:
+    return block_m <= 0 or block_n <= 0 or s % block_m != 0 or s % block_n != 0
+
+
 def ratio_to_causal(variant: dict, causal: dict, tile_cost: float) -> float:
     """TFLOP/s on allowed pairs against causal's, at equal cost per visited block
     and `tile_cost` blocks more per tile (both have s / block_m tiles)."""
@@ -73,17 +78,21 @@ def tile_cost_for(variant: dict, causal: dict, bar: float) -> float:
     return (r * causal["visited"] - bar * variant["visited"]) / (bar - r)
 
 
-def bar_counts(spec, s: int, seeds: int) -> dict:
+def bar_counts(spec, s: int, seeds: int, block_m: int = 128, block_n: int = 128) -> dict:
     """Visited blocks per tile and allowed pairs, averaged over `seeds` masks."""
-    runs = [block_stats(spec, s, seed=i) for i in range(seeds)]
+    runs = [block_stats(spec, s, block_m, block_n, seed=i) for i in range(seeds)]
     return {key: sum(run[key] for run in runs) / seeds for key in ("visited", "allowed")}
 
 
 def bars_table(variants: list[str], s: int, seeds: int = 8,
-               tile_costs: tuple[float, ...] = (0.0, 1.0, 1.5)) -> str:
+               tile_costs: tuple[float, ...] = (0.0, 1.0, 1.5), block_m: int = 128,
+               block_n: int = 128) -> str:
+    """The bars against per-tile cost, causal counted on the same tiles (b is in
+    blocks of those tiles)."""
     targets = Targets()
-    causal = bar_counts(load_specs(["causal"])[0], s, 1)
-    lines = [f"S = {s}, 128 x 128 tiles; causal visits {causal['visited']:.2f} blocks a tile. "
+    causal = bar_counts(load_specs(["causal"])[0], s, 1, block_m, block_n)
+    lines = [f"S = {s}, {block_m} x {block_n} tiles; causal visits {causal['visited']:.2f} "
+             "blocks a tile. "
              "Ratio to causal at b blocks of fixed cost per tile (equal cost per block), "
              "and the largest b meeting the bar:", "",
              "| variant | blocks visited | allowed pairs / causal's | "
@@ -93,7 +102,7 @@ def bars_table(variants: list[str], s: int, seeds: int = 8,
         bar = targets.causal_bar(spec.name)
         if bar is None:
             continue
-        counts = bar_counts(spec, s, seeds if spec.make_aux else 1)
+        counts = bar_counts(spec, s, seeds if spec.make_aux else 1, block_m, block_n)
         need = tile_cost_for(counts, causal, bar)
         need_text = "any" if need == float("inf") else "none" if need < 0 else f"<= {need:.2f}"
         lines.append(f"| {spec.name} | {counts['visited']:.2f} | "
@@ -110,9 +119,15 @@ def main() -> None:
     ap.add_argument("--bars", action="store_true",
                     help="ratios to causal by per-tile cost, and the cost each bar allows")
     ap.add_argument("--seeds", type=int, default=8, help="masks averaged (random aux only)")
+    ap.add_argument("--tile", default="128x128",
+                    help="with --bars: query rows x keys of a tile (rows a multiple of 64)")
     args = ap.parse_args()
     if args.bars:
-        print(bars_table(args.variants, args.s, args.seeds))
+        block_m, block_n = (int(x) for x in args.tile.split("x"))
+        if block_m % ROWS_PER_CONSUMER or s_not_tiled(args.s, block_m, block_n):
+            ap.error(f"--tile {args.tile}: rows a multiple of {ROWS_PER_CONSUMER}, "
+                     f"both dividing S = {args.s}")
+        print(bars_table(args.variants, args.s, args.seeds, block_m=block_m, block_n=block_n))
         return
     print(f"S = {args.s}, 128 x 128 tiles, two consumers of 64 rows; per query tile:\n")
     print("| variant | blocks visited | masked (PARTIAL) | one consumer's rows not reached "
