@@ -70,3 +70,13 @@ def test_smaller_tiles_compute_fewer_masked_pairs_and_causal_is_counted_on_the_s
     assert small["pairs_used"] > big["pairs_used"]  # diagonals cut at 64, not 128
     table = script.bars_table(["document_causal"], 1024, seeds=1, block_m=64, block_n=64)
     assert table.startswith("S = 1024, 64 x 64 tiles; causal visits 8.50 blocks a tile.")
+
+
+def test_a_tile_is_rows_by_keys_with_rows_in_whole_consumers():
+    import argparse
+    tile_arg = load_fa_sm90_script("block_stats").tile_arg
+    assert tile_arg("64x128") == (64, 128)
+    for bad, says in (("64", "expected ROWSxKEYS"), ("96x128", "multiple of 64"),
+                      ("128x0", "keys positive"), ("ax128", "expected ROWSxKEYS")):
+        with pytest.raises(argparse.ArgumentTypeError, match=says):
+            tile_arg(bad)

@@ -58,8 +58,16 @@ def block_stats(spec, s: int, block_m: int = 128, block_n: int = 128, seed: int 
     }
 
 
-def s_not_tiled(s: int, block_m: int, block_n: int) -> bool:
-    return block_m <= 0 or block_n <= 0 or s % block_m != 0 or s % block_n != 0
+def tile_arg(text: str) -> tuple[int, int]:
+    """--tile ROWSxKEYS: query rows (a multiple of a consumer's 64) by keys."""
+    try:
+        block_m, block_n = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected ROWSxKEYS, e.g. 64x128") from None
+    if block_m <= 0 or block_n <= 0 or block_m % ROWS_PER_CONSUMER:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: rows a positive multiple of {ROWS_PER_CONSUMER}, keys positive")
+    return block_m, block_n
 
 
 def ratio_to_causal(variant: dict, causal: dict, tile_cost: float) -> float:
@@ -119,23 +127,23 @@ def main() -> None:
     ap.add_argument("--bars", action="store_true",
                     help="ratios to causal by per-tile cost, and the cost each bar allows")
     ap.add_argument("--seeds", type=int, default=8, help="masks averaged (random aux only)")
-    ap.add_argument("--tile", default="128x128",
-                    help="with --bars: query rows x keys of a tile (rows a multiple of 64)")
+    ap.add_argument("--tile", type=tile_arg, default=(128, 128),
+                    help="query rows x keys of a tile, e.g. 64x128 (rows a multiple of 64)")
     args = ap.parse_args()
+    block_m, block_n = args.tile
+    if args.s % block_m or args.s % block_n:
+        ap.error(f"--tile {block_m}x{block_n} does not divide S = {args.s}")
     if args.bars:
-        block_m, block_n = (int(x) for x in args.tile.split("x"))
-        if block_m % ROWS_PER_CONSUMER or s_not_tiled(args.s, block_m, block_n):
-            ap.error(f"--tile {args.tile}: rows a multiple of {ROWS_PER_CONSUMER}, "
-                     f"both dividing S = {args.s}")
         print(bars_table(args.variants, args.s, args.seeds, block_m=block_m, block_n=block_n))
         return
-    print(f"S = {args.s}, 128 x 128 tiles, two consumers of 64 rows; per query tile:\n")
+    print(f"S = {args.s}, {block_m} x {block_n} tiles, {block_m // ROWS_PER_CONSUMER} "
+          f"consumer(s) of {ROWS_PER_CONSUMER} rows; per query tile:\n")
     print("| variant | blocks visited | masked (PARTIAL) | one consumer's rows not reached "
           "| allowed share of computed pairs | consumer blocks reaching one half "
           "| tensor work half-width products would save |")
     print("|---|---|---|---|---|---|---|")
     for spec in load_specs(args.variants):
-        st = block_stats(spec, args.s)
+        st = block_stats(spec, args.s, block_m, block_n)
         print(f"| {spec.name} | {st['visited']:.2f} | {st['partial']:.2f} "
               f"| {st['one_consumer_empty']:.2f} | {st['pairs_used']:.1%} "
               f"| {st['one_half']:.2f} | {st['half_saving']:.1%} |")
