@@ -14,8 +14,9 @@ from cubridge.verify.peers import Unsupported, eager_impl, flex_impl, sdpa_impl
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
 SPECS = sorted(p.stem for p in SPEC_DIR.glob("*.py"))
-ELEMENTWISE = {"relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid"}
-NOT_ADDITIVE = {"softcap_causal"}  # a softcap is not a bias: SDPA cannot take it
+ELEMENTWISE = {"relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid",
+               "relu_squared_causal", "sigmoid_log_bias"}
+NOT_ADDITIVE = {"softcap_causal", "softcap_sliding_window"}  # a softcap is not a bias: SDPA cannot take it
 NO_MODS = {"cosine", "mla", "learnable_sink", "softmax_one", "gated_output",
            "differential"}  # references beyond what mods describe
 
