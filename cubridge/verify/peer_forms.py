@@ -10,8 +10,9 @@ Peers): a comparison is only worth making against a peer run as its users run it
   per-head data (document ids, segment ids, slopes, bias tables) stays a
   tensor the mods capture, as a user's would.
 - FlashAttention-4's own flags (`fa4_flags`): `causal`, `window_size=(W - 1,
-  0)` for a causal sliding window of W keys, `softcap` for a score_mod that is
-  c * tanh(s / c). FA4 takes any other mask or score change only as CuTe-DSL
+  0)` for a causal sliding window of W keys, `window_size=(hi, -lo)` without
+  `causal` for a band lo <= q - k <= hi around the diagonal, `softcap` for a
+  score_mod that is c * tanh(s / c). FA4 takes any other mask or score change only as CuTe-DSL
   `mask_mod` / `score_mod` code; FlexAttention's FLASH backend (the flex_flash
   peer) is what compiles a spec's mods into that code and runs them on FA4's
   kernels, so the fa4 peer says so instead of guessing at hand-written DSL.
@@ -134,10 +135,12 @@ class FA4Flags:
 
 def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | None,
               score_mod: Callable[..., torch.Tensor] | None,
-              device: torch.device | str = "cpu") -> FA4Flags:
+              device: torch.device | str = "cpu",
+              band: tuple[int, int] | None = None) -> FA4Flags:
     """FA4's flags for a variant whose mask has this `structure` (from the exact
-    pair count: 'full', 'causal', 'window<W>', ...; cubridge.bench.flops) and
-    this bound score_mod; raises Unsupported saying what the flags lack."""
+    pair count: 'full', 'causal', 'window<W>', 'band' with its (lo, hi) of q - k
+    in `band`, ...; cubridge.bench.flops) and this bound score_mod; raises
+    Unsupported saying what the flags lack."""
     if spec.normalizer != "softmax":
         raise Unsupported(f"FA4 computes softmax attention; {spec.name} uses a "
                           f"{spec.normalizer} normaliser")
@@ -145,13 +148,16 @@ def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | Non
         raise Unsupported("FA4: the mask's structure is unknown here (the benchmark "
                           "finds it from the exact pair count)")
     causal = structure == "causal" or window is not None
-    if structure != "full" and not causal:
+    # FA4's local window: keys q - left ... q + right, so a band holding the diagonal
+    local = structure == "band" and band is not None and band[0] <= 0 <= band[1]
+    if structure != "full" and not causal and not local:
         raise Unsupported(f"FA4's flags ({FA4_FLAGS}) express full, causal and causal "
-                          f"sliding-window masks; {spec.name}'s mask is {structure}. "
+                          f"sliding-window masks and bands around the diagonal; "
+                          f"{spec.name}'s mask is {structure}. "
                           + _DSL.format(what="mask_mod"))
-    if causal and shape.sq != shape.sk:
-        raise Unsupported(f"FA4 aligns its causal mask to the bottom right; {spec.name}'s "
-                          f"is top-left and Sq {shape.sq} != Sk {shape.sk}")
+    if (causal or local) and shape.sq != shape.sk:
+        raise Unsupported(f"FA4 aligns its causal mask and windows to the bottom right; "
+                          f"{spec.name}'s are top-left and Sq {shape.sq} != Sk {shape.sk}")
     softcap = 0.0
     if score_mod is not None:
         cap = softcap_of(score_mod, device)
@@ -160,4 +166,6 @@ def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | Non
                               f"{spec.name}'s score_mod is not c * tanh(s / c). "
                               + _DSL.format(what="score_mod"))
         softcap = cap
+    if local:
+        return FA4Flags(False, (band[1], -band[0]), softcap)
     return FA4Flags(causal, (window - 1, 0) if window is not None else (None, None), softcap)

@@ -24,7 +24,8 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
   with smaller tiles (out of shared memory), FLASH with the mods rewritten
   around what its code generator lacks (cubridge.verify.flash_forms);
 - fa4: FlashAttention-4 where its flags express the variant (causal,
-  window_size, softcap); it imports lazily and says so when not installed.
+  window_size for causal windows and bands, softcap); it imports lazily and says
+  so when not installed.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class PeerProblem:
     scale: float
     structure: str | None = None  # "full", "causal", ... (cubridge.bench.flops.MaskStats)
     window: int | None = None  # a causal sliding window's width, when it is one
+    band: tuple[int, int] | None = None  # (lo, hi) of q - k, when the mask is exactly that band
     depends_on_batch: bool = True
     depends_on_head: bool = True
     # the score_mod with the terms a peer's user precomputes per shape read from
@@ -403,9 +405,10 @@ def _import_fa4() -> Callable[..., object]:
 
 def prepare_fa4(problem: PeerProblem, exact: bool = False) -> Prepared:
     """FlashAttention-4 with its own flags (cubridge.verify.peer_forms.fa4_flags):
-    full, causal, causal sliding window (window_size), each with a softcap."""
+    full, causal, causal sliding window or a band around the diagonal (window_size), each
+    with a softcap."""
     flags = fa4_flags(problem.spec, problem.shape, problem.structure, problem.window,
-                      problem.constant_mods().score_mod, problem.device)
+                      problem.constant_mods().score_mod, problem.device, problem.band)
     flash_attn_func = _import_fa4()
     # FA4 takes [B, S, H, D]; the transposes are the user's one-off layout work.
     q, k, v = (t.transpose(1, 2).contiguous() for t in (problem.q, problem.k, problem.v))

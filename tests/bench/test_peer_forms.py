@@ -105,6 +105,34 @@ def test_fa4_flags_express_causal_windows_and_softcap(name, seq_len, flags):
                             "softcap": flags.softcap}
 
 
+def band_case(lo: int, hi: int, seq_len: int = 256):
+    """The benchmark's case of a mask that is exactly the band lo <= q - k <= hi."""
+    spec = make_spec(f"band_{lo}_{hi}", lambda b, h, q, k: (q - k >= lo) & (q - k <= hi))
+    return build_case(spec, SMALL, seq_len,
+                      BenchConfig(seq_lens=(seq_len,), tokens=seq_len, device="cpu"))
+
+
+def test_fa4_flags_express_a_band_around_the_diagonal_as_a_local_window():
+    c = band_case(-40, 63)
+    assert (c.structure, c.band) == ("band", (-40, 63))
+    got = fa4_flags(c.spec, c.shape, c.structure, c.window, None, band=c.band)
+    assert got == FA4Flags(causal=False, window_size=(63, 40))
+    assert got.note == "window_size=(63, 40)"
+    # FA4's window keeps keys q - left ... q + right: the same pairs as the band
+    q, k = torch.arange(256)[:, None], torch.arange(256)[None, :]
+    left, right = got.window_size
+    assert torch.equal((k >= q - left) & (k <= q + right), (q - k >= -40) & (q - k <= 63))
+
+
+def test_fa4_flags_refuse_a_band_off_the_diagonal_or_at_sq_ne_sk():
+    c = band_case(8, 63)  # keys 8 ... 63 positions back: no query sees itself
+    with pytest.raises(Unsupported, match="mask is band"):
+        fa4_flags(c.spec, c.shape, c.structure, c.window, None, band=c.band)
+    c = band_case(-40, 63)
+    with pytest.raises(Unsupported, match="bottom right"):
+        fa4_flags(c.spec, Shape(1, 4, 2, 128, 256, 16), "band", None, None, band=(-40, 63))
+
+
 def test_fa4_flags_refuse_what_they_cannot_say_and_say_why():
     c = case("causal")
     wide = Shape(1, 4, 2, 128, 256, 16)

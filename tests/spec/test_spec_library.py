@@ -26,7 +26,7 @@ ALL_SPEC_FILES = sorted(p.stem for p in SPEC_DIR.glob("*.py"))
 # queries more than its band past the last key, where Sq > Sk; causal_bottom_right:
 # the first Sq - Sk queries, where Sq > Sk).
 WITH_EMPTY_ROWS = {"sliding_window_1024", "document_causal", "dilated_sliding_window",
-                   "graph_mask", "causal_bottom_right", "softcap_sliding_window"}
+                   "graph_mask", "causal_bottom_right", "softcap_sliding_window", "local_band"}
 
 
 def test_library_has_every_variant():
