@@ -209,6 +209,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(None
         allowed &= qi >= ki
     if left is not None:
         allowed &= qi - ki <= left
+    if right is not None:
+        allowed &= ki - qi <= right
     p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
     out = (p @ v).to(torch.bfloat16).transpose(1, 2)
     return out, torch.logsumexp(s, -1)
@@ -234,12 +236,14 @@ def fake_fa4(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_fa4_flags_express_causal_window_and_softcap(specs, fake_fa4):
+def test_fa4_flags_express_causal_window_band_and_softcap(specs, fake_fa4):
     window = make_spec("window8", lambda b, h, q, k: (q >= k) & (q - k < 8))
+    band = make_spec("band", lambda b, h, q, k: (q - k <= 7) & (k - q <= 4))
     for spec, flags in [(specs["full"], dict(causal=False, window_size=(None, None), softcap=0.0)),
                         (specs["causal"], dict(causal=True, window_size=(None, None),
                                                softcap=0.0)),
                         (window, dict(causal=True, window_size=(7, 0), softcap=0.0)),
+                        (band, dict(causal=False, window_size=(7, 4), softcap=0.0)),
                         (specs["softcap_causal"], dict(causal=True, window_size=(None, None),
                                                        softcap=30.0))]:
         fake_fa4.CALLS.clear()
