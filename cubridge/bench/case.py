@@ -27,7 +27,7 @@ class Case(PeerProblem):
 
     def __post_init__(self) -> None:
         st = self.stats
-        self.structure, self.window, self.band = st.structure, st.window, st.band
+        self.structure, self.band = st.structure, st.band
         self.depends_on_batch, self.depends_on_head = st.depends_on_batch, st.depends_on_head
 
 

@@ -12,10 +12,11 @@ Peers): a comparison is only worth making against a peer run as its users run it
 - FlashAttention-4's own flags (`fa4_flags`): `causal`, `window_size=(W - 1,
   0)` for a causal sliding window of W keys, `window_size=(hi, -lo)` without
   `causal` for a band lo <= q - k <= hi around the diagonal, `softcap` for a
-  score_mod that is c * tanh(s / c). FA4 takes any other mask or score change only as CuTe-DSL
-  `mask_mod` / `score_mod` code; FlexAttention's FLASH backend (the flex_flash
-  peer) is what compiles a spec's mods into that code and runs them on FA4's
-  kernels, so the fa4 peer says so instead of guessing at hand-written DSL.
+  score_mod that is c * tanh(s / c). FA4 takes any other mask or score change
+  only as CuTe-DSL `mask_mod` / `score_mod` code; FlexAttention's FLASH
+  backend (the flex_flash peer) is what compiles a spec's mods into that code
+  and runs them on FA4's kernels, so the fa4 peer says so instead of guessing
+  at hand-written DSL.
 - Precomputed terms. A score_mod term that a peer's user precomputes once per
   shape (T5's bucketed bias, as a table over (h, q - k)) reaches the Flex peers
   precomputed where the caller says how (`PeerProblem.precomputed_score_mod`,
@@ -133,20 +134,20 @@ class FA4Flags:
         return ", ".join(p for p in parts if p)
 
 
-def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | None,
-              score_mod: Callable[..., torch.Tensor] | None,
-              device: torch.device | str = "cpu",
-              band: tuple[int, int] | None = None) -> FA4Flags:
+def fa4_flags(spec: Spec, shape: Shape, structure: str | None,
+              band: tuple[int, int] | None, score_mod: Callable[..., torch.Tensor] | None,
+              device: torch.device | str = "cpu") -> FA4Flags:
     """FA4's flags for a variant whose mask has this `structure` (from the exact
-    pair count: 'full', 'causal', 'window<W>', 'band' with its (lo, hi) of q - k
-    in `band`, ...; cubridge.bench.flops) and this bound score_mod; raises
-    Unsupported saying what the flags lack."""
+    pair count: 'full', 'causal', 'window<W>', 'band', ...; cubridge.bench.flops),
+    the (lo, hi) of q - k when the mask is exactly that band, and this bound
+    score_mod; raises Unsupported saying what the flags lack."""
     if spec.normalizer != "softmax":
         raise Unsupported(f"FA4 computes softmax attention; {spec.name} uses a "
                           f"{spec.normalizer} normaliser")
     if structure is None:
         raise Unsupported("FA4: the mask's structure is unknown here (the benchmark "
                           "finds it from the exact pair count)")
+    window = int(structure[len("window"):]) if structure.startswith("window") else None
     causal = structure == "causal" or window is not None
     # FA4's local window: keys q - left ... q + right, so a band holding the diagonal
     local = structure == "band" and band is not None and band[0] <= 0 <= band[1]
@@ -166,6 +167,9 @@ def fa4_flags(spec: Spec, shape: Shape, structure: str | None, window: int | Non
                               f"{spec.name}'s score_mod is not c * tanh(s / c). "
                               + _DSL.format(what="score_mod"))
         softcap = cap
-    if local:
-        return FA4Flags(False, (band[1], -band[0]), softcap)
-    return FA4Flags(causal, (window - 1, 0) if window is not None else (None, None), softcap)
+    window_size: tuple[int | None, int | None] = (None, None)
+    if window is not None:
+        window_size = (window - 1, 0)
+    elif local:
+        window_size = (band[1], -band[0])
+    return FA4Flags(causal, window_size, softcap)

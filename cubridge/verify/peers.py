@@ -85,7 +85,6 @@ class PeerProblem:
     mods: BoundMods  # the spec's mods with aux bound (cubridge.spec.mods.bind_mods)
     scale: float
     structure: str | None = None  # "full", "causal", ... (cubridge.bench.flops.MaskStats)
-    window: int | None = None  # a causal sliding window's width, when it is one
     band: tuple[int, int] | None = None  # (lo, hi) of q - k, when the mask is exactly that band
     depends_on_batch: bool = True
     depends_on_head: bool = True
@@ -407,8 +406,8 @@ def prepare_fa4(problem: PeerProblem, exact: bool = False) -> Prepared:
     """FlashAttention-4 with its own flags (cubridge.verify.peer_forms.fa4_flags):
     full, causal, causal sliding window or a band around the diagonal (window_size), each
     with a softcap."""
-    flags = fa4_flags(problem.spec, problem.shape, problem.structure, problem.window,
-                      problem.constant_mods().score_mod, problem.device, problem.band)
+    flags = fa4_flags(problem.spec, problem.shape, problem.structure, problem.band,
+                      problem.constant_mods().score_mod, problem.device)
     flash_attn_func = _import_fa4()
     # FA4 takes [B, S, H, D]; the transposes are the user's one-off layout work.
     q, k, v = (t.transpose(1, 2).contiguous() for t in (problem.q, problem.k, problem.v))

@@ -99,7 +99,7 @@ def test_a_mod_that_needs_its_zero_d_aux_as_a_tensor_keeps_it():
 ])
 def test_fa4_flags_express_causal_windows_and_softcap(name, seq_len, flags):
     c = case(name, seq_len)
-    got = fa4_flags(c.spec, c.shape, c.structure, c.window, c.constant_mods().score_mod)
+    got = fa4_flags(c.spec, c.shape, c.structure, c.band, c.constant_mods().score_mod)
     assert got == flags
     assert got.kwargs() == {"causal": flags.causal, "window_size": flags.window_size,
                             "softcap": flags.softcap}
@@ -115,7 +115,7 @@ def band_case(lo: int, hi: int, seq_len: int = 256):
 def test_fa4_flags_express_a_band_around_the_diagonal_as_a_local_window():
     c = band_case(-40, 63)
     assert (c.structure, c.band) == ("band", (-40, 63))
-    got = fa4_flags(c.spec, c.shape, c.structure, c.window, None, band=c.band)
+    got = fa4_flags(c.spec, c.shape, c.structure, c.band, None)
     assert got == FA4Flags(causal=False, window_size=(63, 40))
     assert got.note == "window_size=(63, 40)"
     # FA4's window keeps keys q - left ... q + right: the same pairs as the band
@@ -127,10 +127,9 @@ def test_fa4_flags_express_a_band_around_the_diagonal_as_a_local_window():
 def test_fa4_flags_refuse_a_band_off_the_diagonal_or_at_sq_ne_sk():
     c = band_case(8, 63)  # keys 8 ... 63 positions back: no query sees itself
     with pytest.raises(Unsupported, match="mask is band"):
-        fa4_flags(c.spec, c.shape, c.structure, c.window, None, band=c.band)
-    c = band_case(-40, 63)
+        fa4_flags(c.spec, c.shape, c.structure, c.band, None)
     with pytest.raises(Unsupported, match="bottom right"):
-        fa4_flags(c.spec, Shape(1, 4, 2, 128, 256, 16), "band", None, None, band=(-40, 63))
+        fa4_flags(c.spec, Shape(1, 4, 2, 128, 256, 16), "band", (-40, 63), None)
 
 
 def test_fa4_flags_refuse_what_they_cannot_say_and_say_why():
@@ -155,7 +154,7 @@ def test_every_gap_is_one_the_coverage_table_expects(peer, name):
     c = case(name, 2048 if peer == "fa4" else 256)
     expected = EXPECTED_UNSUPPORTED[peer].get(name)
     if peer == "fa4":
-        run = lambda: fa4_flags(c.spec, c.shape, c.structure, c.window,  # noqa: E731
+        run = lambda: fa4_flags(c.spec, c.shape, c.structure, c.band,  # noqa: E731
                                 c.constant_mods().score_mod)
     elif peer == "flex_flash":
         run = lambda: PEERS["flex_triton"].check(c.spec) and _raise(  # noqa: E731

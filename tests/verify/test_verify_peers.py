@@ -16,7 +16,8 @@ SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "specs"
 SPECS = sorted(p.stem for p in SPEC_DIR.glob("*.py"))
 ELEMENTWISE = {"relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid",
                "relu_squared_causal", "sigmoid_log_bias"}
-NOT_ADDITIVE = {"softcap_causal", "softcap_sliding_window"}  # a softcap is not a bias: SDPA cannot take it
+# a softcap is not a bias: SDPA cannot take it
+NOT_ADDITIVE = {"softcap_causal", "softcap_sliding_window"}
 NO_MODS = {"cosine", "mla", "learnable_sink", "softmax_one", "gated_output",
            "differential"}  # references beyond what mods describe
 
