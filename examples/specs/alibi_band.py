@@ -28,7 +28,7 @@ def reference(q, k, v, alibi_slopes):
     return softmax_attention(scores, distance < BAND, v)
 
 
-def mask_mod(b, h, q_idx, kv_idx, *, alibi_slopes):
+def mask_mod(b, h, q_idx, kv_idx):
     return (q_idx - kv_idx).abs() < BAND
 
 

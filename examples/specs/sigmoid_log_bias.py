@@ -29,7 +29,7 @@ def reference(q, k, v, bias):
     return elementwise_attention(weights, q_idx >= kv_idx, v)
 
 
-def mask_mod(b, h, q_idx, kv_idx, *, bias):
+def mask_mod(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
