@@ -17,6 +17,11 @@ Peers): a comparison is only worth making against a peer run as its users run it
   backend (the flex_flash peer) is what compiles a spec's mods into that code
   and runs them on FA4's kernels, so the fa4 peer says so instead of guessing
   at hand-written DSL.
+- Q scaled. A score_mod `factor(b, h, q) * s + rest(b, h, q, k)` whose factor no
+  key changes (a per-head temperature, a length-dependent scale of each query row)
+  is, to a user of SDPA or FA4, Q multiplied by that factor before the call
+  (`query_scaled`); the rest stays a bias or nothing. The product is taken once,
+  outside the timed call, as a user folds it into Q's projection.
 - Precomputed terms. A score_mod term that a peer's user precomputes once per
   shape (T5's bucketed bias, as a table over (h, q - k)) reaches the Flex peers
   precomputed where the caller says how (`PeerProblem.precomputed_score_mod`,
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape
-from cubridge.spec.grids import arange, index_grid, softcap_of
+from cubridge.spec.grids import Mod, arange, eval_score, index_grid, softcap_of
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods, aux_parameters, bind_mods
 
@@ -103,6 +108,79 @@ def bound_constants(spec: Spec, aux: Aux) -> dict[str, object]:
 def _read_by_mods(spec: Spec, name: str) -> bool:
     return any(fn is not None and name in aux_parameters(fn)
                for fn in (spec.mask_mod, spec.score_mod))
+
+
+# -- Q scaled ---------------------------------------------------------------------------------
+
+_ROWS_PER_CHUNK = 256  # a [B, H, Q, K] float64 grid may not fit at once
+
+
+@dataclass(frozen=True)
+class QueryScaled:
+    """score_mod(s) = factor(b, h, q) * s + rest(b, h, q, k) with a factor that no key
+    changes: attention on Q scaled row by row (q * factor), then `rest` as a score_mod
+    (`s + rest`; None where rest is 0 everywhere)."""
+
+    factor: torch.Tensor  # float32, broadcastable to q's [B, Hq, Sq, 1]
+    rest: Mod | None
+    varies: str  # which indices the factor depends on, for notes
+
+    def scale(self, q: torch.Tensor) -> torch.Tensor:
+        """q [B, Hq, Sq, D] times the factor, rounded once to q's dtype."""
+        return (q.float() * self.factor).to(q.dtype)
+
+    @property
+    def note(self) -> str:
+        return f"Q scaled {self.varies} (once, untimed)"
+
+
+def query_scaled(score_mod: Mod | None, shape: Shape,
+                 device: torch.device | str = "cpu") -> QueryScaled | None:
+    """The Q-scaled form of `score_mod` at this shape, or None when it has none: not
+    linear in the score, a factor that changes with the key or is not finite, or a
+    factor of 1 (an additive bias, which the peers take as it is). Checked in
+    float64 on every pair, row chunk by row chunk; a mod whose value needs fewer
+    indices (a per-head factor) materialises only those."""
+    if score_mod is None:
+        return None
+    b, h, q, k = index_grid(arange(shape.b, device), arange(shape.hq, device),
+                            arange(shape.sq, device), arange(shape.sk, device))
+
+    def at(value: float, rows: torch.Tensor) -> torch.Tensor:
+        s = torch.full((1, 1, 1, 1), value, dtype=torch.float64, device=device)
+        return eval_score(score_mod, s, b, h, rows, k).to(torch.float64)
+
+    factors, rest_is_zero = [], True
+    for start in range(0, shape.sq, _ROWS_PER_CHUNK):
+        rows = q[:, :, start:start + _ROWS_PER_CHUNK]
+        base = at(0.0, rows)
+        slope = at(1.0, rows) - base
+        if not all(torch.allclose(at(v, rows), base + v * slope, rtol=1e-9, atol=1e-9)
+                   for v in (-7.25, 13.0)):
+            return None
+        if not torch.allclose(slope, slope[..., :1].expand_as(slope), rtol=1e-9, atol=1e-9):
+            return None
+        factors.append(slope[..., :1].expand(*slope.shape[:2], rows.shape[2], 1))
+        rest_is_zero = rest_is_zero and not base.any()
+    factor = torch.cat(factors, dim=2)
+    if not torch.isfinite(factor).all() or torch.allclose(factor, torch.ones_like(factor),
+                                                           rtol=1e-9, atol=1e-9):
+        return None
+    # keep only the dimensions the factor varies over
+    for dim in (0, 1, 2):
+        if factor.shape[dim] > 1 and torch.equal(factor, factor.narrow(dim, 0, 1)
+                                                 .expand_as(factor)):
+            factor = factor.narrow(dim, 0, 1)
+    dims = [name for name, size in zip(("batch", "head", "query row"), factor.shape[:3],
+                                       strict=True) if size > 1]
+    varies = "per " + " and ".join(dims) if dims else "by a constant"
+    return QueryScaled(factor.float(), None if rest_is_zero else _rest_of(score_mod), varies)
+
+
+def _rest_of(score_mod: Mod) -> Mod:
+    def rest(score, b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202 - a mod's signature
+        return score + score_mod(torch.zeros_like(score), b, h, q_idx, kv_idx)
+    return rest
 
 
 # -- FlashAttention-4's flags ------------------------------------------------------------------

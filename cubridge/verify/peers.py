@@ -16,7 +16,8 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
 - eager: the spec's reference in the input dtype; eager_fp32: on float32
   copies, output cast back (what `eager_impl` runs);
 - sdpa: torch SDPA, native is_causal for full/causal masks, else a dense bool
-  mask or a dense additive bias (SDPA takes no other score_mod);
+  mask or a dense additive bias; a score factor no key changes scales Q first
+  (peer_forms.query_scaled; SDPA takes no other score_mod);
 - flex_triton / flex_flash: FlexAttention with a BlockMask from the mask_mod,
   built once per shape, compiled (Triton, or the FLASH backend of
   flash-attn-4); `flex_impl` runs it eager by default (works on CPU). Where
@@ -24,8 +25,8 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
   with smaller tiles (out of shared memory), FLASH with the mods rewritten
   around what its code generator lacks (cubridge.verify.flash_forms);
 - fa4: FlashAttention-4 where its flags express the variant (causal,
-  window_size for causal windows and bands, softcap); it imports lazily and says
-  so when not installed.
+  window_size for causal windows and bands, softcap), on Q scaled where the score
+  has a factor no key changes; it imports lazily and says so when not installed.
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ from cubridge.verify.candidate import impl_factory
 from cubridge.verify.error_text import error_summary
 from cubridge.verify.flash_forms import flash_form
 from cubridge.verify.peer_forms import (
+    QueryScaled,
     Unsupported,
     bound_constants,
     captured_tensors,
     constant_mods,
     fa4_flags,
+    query_scaled,
 )
 
 
@@ -150,12 +153,18 @@ def _require(check: Callable[[Spec], str], spec: Spec) -> None:
 
 
 def additive_bias_only(spec: Spec, shape: Shape | None = None) -> bool:
-    """True if score_mod(s) - s does not depend on s (checked on a small grid)."""
+    """True if score_mod(s) - s does not depend on s, or does so only through a factor
+    of s that no key changes, which is Q scaled (peer_forms.query_scaled); checked on a
+    small grid."""
     if spec.score_mod is None:
         return True
     shape = shape or Shape(2, 4, 2, 33, 47, 16)
     mods = bind_mods(spec, make_aux(spec, shape, torch.Generator().manual_seed(0)))
-    return is_additive(mods.score_mod, *_grid(shape, "cpu"))
+    if is_additive(mods.score_mod, *_grid(shape, "cpu")):
+        return True
+    form = query_scaled(mods.score_mod, shape)
+    return form is not None and (form.rest is None
+                                 or is_additive(form.rest, *_grid(shape, "cpu")))
 
 
 def _grid(shape: Shape, device: torch.device | str) -> tuple[torch.Tensor, ...]:
@@ -190,45 +199,74 @@ def prepare_eager_fp32(problem: PeerProblem, exact: bool = False) -> Prepared:
     return Prepared(run, note="float32 compute")
 
 
+def _query_scaled_form(problem: PeerProblem, score_mod: Callable[..., torch.Tensor] | None
+                       ) -> tuple[Callable[..., torch.Tensor] | None, QueryScaled | None]:
+    """(the score_mod left to express, the Q-scaled form or None): an additive bias or
+    no score_mod is taken as it is; a score factor no key changes becomes Q scaled."""
+    if score_mod is None or is_additive(score_mod, *_grid(_probe_shape(problem.shape),
+                                                          problem.device)):
+        return score_mod, None
+    scaled = query_scaled(score_mod, problem.shape, problem.device)
+    return (score_mod, None) if scaled is None else (scaled.rest, scaled)
+
+
+def _probe_shape(shape: Shape) -> Shape:
+    """The problem's shape with few rows and keys: enough for is_additive's check."""
+    return Shape(shape.b, shape.hq, shape.hk, min(shape.sq, 64), min(shape.sk, 64), shape.d,
+                 shape.dv)
+
+
 def _sdpa_check(spec: Spec) -> str:
     if spec.normalizer != "softmax":
         return f"SDPA computes softmax attention; {spec.name} uses {spec.normalizer}"
     if not additive_bias_only(spec):
-        return f"SDPA: score_mod is not an additive bias ({spec.name})"
+        return (f"SDPA: score_mod is not an additive bias, nor a factor of the score that "
+                f"no key changes (Q scaled) ({spec.name})")
     return ""
 
 
 def prepare_sdpa(problem: PeerProblem, exact: bool = False) -> Prepared:
     """SDPA: native is_causal for full/causal masks, else a dense bool mask or a
     dense float bias (mask as -inf, each row shifted to a max of 0) built from the
-    mods. exact: the bias in float32 (on CUDA SDPA then runs in float32) and rows
-    with no allowed key set to 0."""
+    mods; a score factor no key changes scales Q first (peer_forms.query_scaled).
+    exact: the bias in float32 (on CUDA SDPA then runs in float32) and rows with
+    no allowed key set to 0."""
     if problem.spec.normalizer != "softmax":
         raise Unsupported(f"SDPA has no {problem.spec.normalizer} normaliser")
     q, k, v, scale = problem.q, problem.k, problem.v, problem.scale
     mods = problem.constant_mods()
+    score_mod, scaled = _query_scaled_form(problem, mods.score_mod)
+    if scaled is not None and exact:
+        # the factor in float32: Q rounded to bf16 after it misses the tolerances on large
+        # scores (the bench's call below does round it, as a user's bf16 Q is)
+        q, k, v = q.float() * scaled.factor, k.float(), v.float()
+    elif scaled is not None:
+        q = scaled.scale(q)
     gqa = problem.shape.hq != problem.shape.hk
     structure = problem.structure
-    if problem.spec.score_mod is None and structure in ("full", "causal"):
+    prefix = f"{scaled.note}; " if scaled is not None else ""
+    if score_mod is None and structure in ("full", "causal"):
         causal = structure == "causal"
         return Prepared(
             lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
-                                                   enable_gqa=gqa),
-            note="native" + (" is_causal" if causal else ""))
+                                                   enable_gqa=gqa).to(problem.dtype),
+            note=prefix + "native" + (" is_causal" if causal else ""))
     grid = _grid(problem.shape, problem.device)
     mask = None if mods.mask_mod is None else eval_mask(mods.mask_mod, *grid)
-    if mods.score_mod is None:
+    if score_mod is None:
         attn_mask, note = mask, "dense mask"
     else:
         # Each row shifted to a max of 0 (softmax ignores it), as a user who builds the
         # bias in q's dtype must: unshifted, a non-causal ALiBi bias loses the keys near
         # each row's max to bf16 rounding (verification fails).
-        bias = eval_score_bias(mods.score_mod, *grid, mask=mask, shift_rows=True,
+        bias = eval_score_bias(score_mod, *grid, mask=mask, shift_rows=True,
                                dtype=torch.float32 if exact else q.dtype)
         if bias is None:
-            raise Unsupported("SDPA: score_mod is not an additive bias")
+            raise Unsupported("SDPA: score_mod is not an additive bias, nor a factor of the "
+                              "score that no key changes (Q scaled)")
         attn_mask, note = bias, "dense bias, rows shifted to a max of 0"
     attn_mask = attn_mask.contiguous() if attn_mask is not None else None
+    note = prefix + note
     if not exact:
         return Prepared(
             lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale,
@@ -406,13 +444,16 @@ def prepare_fa4(problem: PeerProblem, exact: bool = False) -> Prepared:
     """FlashAttention-4 with its own flags (cubridge.verify.peer_forms.fa4_flags):
     full, causal, causal sliding window or a band around the diagonal (window_size), each
     with a softcap."""
+    score_mod, scaled = _query_scaled_form(problem, problem.constant_mods().score_mod)
     flags = fa4_flags(problem.spec, problem.shape, problem.structure, problem.band,
-                      problem.constant_mods().score_mod, problem.device)
+                      score_mod, problem.device)
     flash_attn_func = _import_fa4()
+    q = problem.q if scaled is None else scaled.scale(problem.q)
     # FA4 takes [B, S, H, D]; the transposes are the user's one-off layout work.
-    q, k, v = (t.transpose(1, 2).contiguous() for t in (problem.q, problem.k, problem.v))
+    q, k, v = (t.transpose(1, 2).contiguous() for t in (q, problem.k, problem.v))
     kwargs = dict(softmax_scale=problem.scale, **flags.kwargs())
-    return Prepared(lambda: flash_attn_func(q, k, v, **kwargs), note=flags.note,
+    note = "; ".join(n for n in (scaled.note if scaled else "", flags.note) if n)
+    return Prepared(lambda: flash_attn_func(q, k, v, **kwargs), note=note,
                     to_standard=lambda r: first_tensor(r).transpose(1, 2))
 
 

@@ -9,7 +9,14 @@ import textwrap
 
 import pytest
 import torch
-from bench_specs import TINY, alibi_score, make_slopes, make_spec, softcap_score
+from bench_specs import (
+    TINY,
+    alibi_score,
+    causal_mask,
+    make_slopes,
+    make_spec,
+    softcap_score,
+)
 
 from cubridge.bench.case import Case
 from cubridge.bench.check import check_output, tolerance_for
@@ -253,6 +260,42 @@ def test_fa4_flags_express_causal_window_band_and_softcap(specs, fake_fa4):
     for name in ("document_causal", "alibi_causal"):
         with pytest.raises(Unsupported, match="FA4's flags"):
             timed("fa4")(case_for(specs[name]))
+
+
+def ssmax_score(score, b, h, q_idx, kv_idx, *, temps):
+    return score * (temps[h] * torch.log(q_idx + 1.0))
+
+
+def make_temps(shape, generator, device):
+    return {"temps": torch.linspace(0.3, 0.6, shape.hq, device=device)}
+
+
+def q_scaled_spec():
+    """SSMax-style: each row's scores times temps[h] * log(q + 1), causal."""
+    return make_spec("ssmax", causal_mask, ssmax_score, make_aux=make_temps)
+
+
+@pytest.mark.slow
+def test_sdpa_and_fa4_take_a_key_independent_score_factor_as_q_scaled(fake_fa4):
+    case = case_for(q_scaled_spec())
+    ok, note = passes(timed("sdpa"), case)
+    assert ok and note == "Q scaled per head and query row (once, untimed); native is_causal"
+    fake_fa4.CALLS.clear()
+    ok, note = passes(timed("fa4"), case)
+    assert ok and note == "Q scaled per head and query row (once, untimed); causal"
+    assert fake_fa4.CALLS[0] == dict(causal=True, window_size=(None, None), softcap=0.0)
+
+
+def test_sdpa_keeps_a_bias_beside_a_q_scaled_factor():
+    def mod(score, b, h, q_idx, kv_idx, *, temps, slopes):
+        return ssmax_score(score, b, h, q_idx, kv_idx, temps=temps) + \
+            alibi_score(0.0, b, h, q_idx, kv_idx, slopes=slopes)
+
+    spec = make_spec("ssmax_alibi", causal_mask, mod,
+                     make_aux=lambda *a: {**make_temps(*a), **make_slopes(*a)})
+    ok, note = passes(timed("sdpa"), case_for(spec))
+    assert ok and note == ("Q scaled per head and query row (once, untimed); "
+                           "dense bias, rows shifted to a max of 0")
 
 
 def test_ours_from_a_folder_of_run_directories_picks_each_variants_newest(specs, tmp_path):

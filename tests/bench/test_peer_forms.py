@@ -6,6 +6,7 @@ coverage table expects. CPU only: FA4 and the FLASH backend are not needed."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 import pytest
@@ -25,6 +26,7 @@ from cubridge.verify.peer_forms import (
     captured_tensors,
     constant_mods,
     fa4_flags,
+    query_scaled,
     scalar_constants,
 )
 from cubridge.verify.peers import PEERS, flex_note
@@ -139,6 +141,46 @@ def test_fa4_flags_refuse_what_they_cannot_say_and_say_why():
         fa4_flags(c.spec, wide, "causal", None, None)
     with pytest.raises(Unsupported, match="structure is unknown"):
         fa4_flags(c.spec, c.shape, None, None, None)
+
+
+TEMPERATURE = torch.tensor([0.5, 1.5, 2.0, 0.25])  # one per head of SMALL
+Q_SHAPE = Shape(2, 4, 2, 300, 300, 16)
+
+
+def test_a_per_head_temperature_is_q_scaled_per_head():
+    form = query_scaled(lambda s, b, h, q, k: s * TEMPERATURE[h], Q_SHAPE)
+    assert form is not None and form.rest is None and form.varies == "per head"
+    assert form.factor.shape == (1, 4, 1, 1)
+    assert torch.equal(form.factor.flatten(), TEMPERATURE)
+    q = torch.randn(2, 4, 300, 16, dtype=torch.bfloat16)
+    assert torch.equal(form.scale(q), (q.float() * TEMPERATURE.view(1, 4, 1, 1)).bfloat16())
+    assert form.note == "Q scaled per head (once, untimed)"
+
+
+def test_a_length_dependent_row_scale_with_a_bias_keeps_the_bias_as_the_rest():
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+
+    def mod(s, b, h, q, k):  # SSMax's factor, and ALiBi
+        return s * (TEMPERATURE[h] * torch.log(q + 1.0)) + slopes[h] * (k - q)
+
+    form = query_scaled(mod, Q_SHAPE)
+    assert form is not None and form.varies == "per head and query row"
+    assert form.factor.shape == (1, 4, 300, 1)
+    assert float(form.factor[0, 2, 99, 0]) == pytest.approx(2.0 * math.log(100.0))
+    b, h, q, k = grid(40)
+    s = torch.randn(1, 4, 40, 40, dtype=torch.float64)
+    assert torch.allclose(form.rest(s, b, h, q, k), s + slopes[h] * (k - q))
+
+
+@pytest.mark.parametrize("mod", [
+    lambda s, b, h, q, k: s + 0.5 * (k - q),  # additive: the bias paths take it as it is
+    lambda s, b, h, q, k: 30.0 * torch.tanh(s / 30.0),  # not linear in s
+    lambda s, b, h, q, k: s * (1.0 + k / 100.0),  # the factor changes with the key
+    lambda s, b, h, q, k: s * torch.where(q == 150, 2.0, 1.0) * (1.0 + (k == 7) * (q == 150)),
+    lambda s, b, h, q, k: s * torch.log(q + 0.0),  # -inf on row 0
+], ids=["additive", "softcap", "per-key", "per-key-in-a-middle-row", "non-finite"])
+def test_what_is_not_q_scaled_is_refused(mod):
+    assert query_scaled(mod, Q_SHAPE) is None
 
 
 @pytest.mark.parametrize("peer", [pytest.param("sdpa", marks=pytest.mark.slow),
