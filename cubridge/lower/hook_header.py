@@ -39,7 +39,12 @@ from cubridge.lower.pair_reads import (
     render_pair_hooks,
 )
 from cubridge.lower.row_interval import render_row_interval
-from cubridge.lower.score_affine import linear_score, render_affine_score, render_sigmoid_exponent
+from cubridge.lower.score_affine import (
+    linear_score,
+    render_affine_score,
+    render_row_factor,
+    render_sigmoid_exponent,
+)
 from cubridge.lower.staged_reads import render_staged_hooks
 from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.distance_tables import DistanceTable, distance_tables
@@ -405,6 +410,8 @@ def generate_header(plan: HookPlan, pair_codes: bool = True,
         affine = render_affine_score(score, slot_of, dtypes, tabulated)
         if affine:
             parts.append(affine)
+        elif plan.normalizer == "softmax":
+            parts.append(render_row_factor(score, slot_of, dtypes, tabulated))
     if mask is not None:
         body = "\n".join([_unused("b", "h", "q", "k", "aux"),
                           *render_body(mask, slot_of, dtypes)])

@@ -120,6 +120,62 @@ def is_tanh_core(core: Node) -> bool:
     return core.op == "tanh" and len(core.args) == 1 and _is_score(core.args[0])
 
 
+# -- a factor of the score that no key changes ----------------------------------------------
+#
+# Under softmax, score_mod(s) = R(b, h, q) * s is each row's scores times one number:
+# a kernel folds |R| into the row's exp2 factor and negates the rows where R < 0, so
+# the scores stay raw (a per-head temperature; SSMax's s[h] * log(q + 1)).
+
+
+def _factors(n: Node) -> list[Node]:
+    """The multiplicands of a tree of products (n itself where it is no product)."""
+    if n.op == "mul" and len(n.args) == 2:
+        return _factors(n.args[0]) + _factors(n.args[1])
+    return [n]
+
+
+def _uses_key(n: Node) -> bool:
+    return any(x.op == "var" and x.arg == "k" for x in n.walk())
+
+
+def row_factor(node: Node | None) -> Node | None:
+    """R where score_mod's tree is a product of the score (once) and factors that
+    read neither the score nor the key, one of them not a constant (constants
+    alone are the affine fold's); None otherwise."""
+    if node is None:
+        return None
+    factors = _factors(node)
+    scores = [f for f in factors if _is_score(f)]
+    rest = [f for f in factors if not _is_score(f)]
+    if len(scores) != 1 or not rest or any(_uses_score(f) or _uses_key(f) for f in rest):
+        return None
+    if all(_const(f) is not None for f in rest):
+        return None
+    out = rest[0]
+    for f in rest[1:]:
+        out = Node("mul", DType.FLOAT, (out, f))
+    return out
+
+
+def render_row_factor(node: Node | None, slot_of: Mapping[str, int],
+                      dtypes: Mapping[str, torch.dtype],
+                      pre_bound: Mapping[Node, str] | None = None) -> str:
+    """The header's row-factor hooks for score_mod `node` ("" where it has no such
+    form): the define and score_row_factor(b, h, q)."""
+    factor = row_factor(node)
+    if factor is None:
+        return ""
+    body = "\n".join(["  (void)b; (void)h; (void)q; (void)aux;",
+                      *render_body(factor, slot_of, dtypes, fast=True, contiguous_aux=True,
+                                   pre_bound=pre_bound)])
+    return (
+        "// score_mod(s) = score_row_factor(b, h, q) * s, a factor no key changes: a softmax\n"
+        "// kernel may fold it into each row's exp2 factor (docs/hooks.md)\n"
+        "#define CUBRIDGE_HOOKS_SCORE_ROW_FACTOR 1\n"
+        "CUBRIDGE_HD float score_row_factor(int b, int h, int q, const AuxArgs& aux) {\n"
+        f"{body}\n}}\n")
+
+
 # -- sigmoid of a linear score ------------------------------------------------------------
 #
 # Under the sigmoid normaliser, sigmoid(B * s + C) = 1 / (1 + 2^(s * K1 + K0)) with

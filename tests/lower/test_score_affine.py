@@ -12,7 +12,13 @@ from hook_variants import VARIANTS, make_spec
 from host_harness import run_program
 
 from cubridge.lower.hook_header import generate_header
-from cubridge.lower.score_affine import LinearScore, affine_score, is_tanh_core, linear_score
+from cubridge.lower.score_affine import (
+    LinearScore,
+    affine_score,
+    is_tanh_core,
+    linear_score,
+    row_factor,
+)
 from cubridge.transfer.hooks import plan_hooks
 
 
@@ -202,3 +208,53 @@ def test_sigmoid_of_an_affine_score_computes_the_weight(tmp_path):
     assert min(plain for plain, _ in rows) < 1e-12 and max(plain for plain, _ in rows) > 0.99
     for plain, folded in rows:
         assert folded == pytest.approx(plain, rel=1e-5, abs=1e-30)
+
+
+def _row_factor(score_mod):
+    return row_factor(plan_hooks(make_spec("r", None, score_mod)).score.node)
+
+
+def test_which_score_mods_are_a_factor_no_key_changes():
+    assert repr(_row_factor(lambda s, b, h, q, k: s * (q + 1))) == "cast[float](add[int](q, 1))"
+    assert _row_factor(lambda s, b, h, q, k: (s * 0.5) * (q + 1)) is not None  # constants too
+    ssmax = row_factor(plan_hooks(make_spec("x", None, VARIANTS["row_factor_signs"].score_mod))
+                       .score.node)
+    assert ssmax is not None and "aux_load" in repr(ssmax) and "score" not in repr(ssmax)
+    for fn in (lambda s, b, h, q, k: s * 2.0,  # a constant: the affine fold's
+               lambda s, b, h, q, k: s * (k + 1),  # the key changes it
+               lambda s, b, h, q, k: s * (q + 1) + 1.0,  # not a product
+               lambda s, b, h, q, k: s * s * (q + 1),  # the score twice
+               lambda s, b, h, q, k: (s * (q + 1)).tanh()):
+        assert _row_factor(fn) is None
+    assert row_factor(None) is None
+    assert "CUBRIDGE_HOOKS_SCORE_ROW_FACTOR" in generate_header(
+        plan_hooks(VARIANTS["row_factor_signs"])).text
+    # only under softmax (a sigmoid kernel has no row max to scale)
+    sig = make_spec("g", None, lambda s, b, h, q, k: s * (q + 1), "sigmoid")
+    assert "CUBRIDGE_HOOKS_SCORE_ROW_FACTOR" not in generate_header(plan_hooks(sig)).text
+    # a soft cap is affine, not a row factor
+    assert "CUBRIDGE_HOOKS_SCORE_ROW_FACTOR" not in generate_header(
+        plan_hooks(VARIANTS["softcap_causal"])).text
+
+
+ROW_FACTOR_PROGRAM = _host_program("""  float slope[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+  aux.num = 1;
+  aux.t[0].data = slope;
+  aux.t[0].size[0] = 4;
+  aux.t[0].stride[0] = 1;
+  for (int h = 0; h < 4; ++h)
+    for (int q = 0; q < 40; ++q)
+      for (float s = -50.f; s <= 50.f; s += 3.1f)
+        printf("%.9e %.9e\\n", (double)score_mod(s, 0, h, q, 7, aux),
+               (double)(score_row_factor(0, h, q, aux) * s));
+""")
+
+
+@pytest.mark.slow
+def test_row_factor_hook_computes_score_mod(tmp_path):
+    rows = _pairs(run_program(generate_header(plan_hooks(VARIANTS["row_factor_signs"])).text,
+                              ROW_FACTOR_PROGRAM, tmp_path))
+    assert len(rows) == 4 * 40 * 33
+    assert any(plain < 0 for plain, _ in rows) and any(plain > 0 for plain, _ in rows)
+    for plain, folded in rows:
+        assert folded == pytest.approx(plain, rel=1e-6, abs=1e-30)

@@ -77,6 +77,12 @@ def softcap_minus_log_s(score, b, h, q, k, *, log_s):
 
 # Extra coverage: negative floor division/modulo, where, clamp, min/max, abs,
 # exp/exp2/log/sigmoid, float/int mixing.
+def row_factor_signs(score, b, h, q, k, *, slope):
+    # a factor of the score no key changes, negative, zero and positive on rows of
+    # one warp (fa_sm90's row factor: |R| in the exp2 factor, negative rows negated)
+    return score * (slope[h] * 4.0 * (q % 5 - 2))
+
+
 def kitchen_sink_score(score, b, h, q, k, *, slope):
     d = q - k
     bucket = torch.where(d < 0, d // 3, d % 5)
@@ -258,5 +264,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("half_precision_reads", half_gate, half_precision_reads),
         make_spec("pair_masks", pair_masks),
         make_spec("tree_mask", tree_mask),
+        make_spec("row_factor_signs", causal, row_factor_signs),
     ]
 }

@@ -206,6 +206,22 @@ constexpr float kScoreOut = kScoreAffine ? hooks::kScoreOut : 1.f;
 constexpr float kScoreIn = 1.f;
 constexpr float kScoreOut = 1.f;
 #endif
+// Headers whose score_mod is R(b, h, q) * s, a factor of the score no key changes,
+// say so (a per-head temperature, SSMax's s[h] log(q + 1)): under softmax the
+// scores stay raw, as without a score_mod, and |R| folds into each row's exp2 factor
+// (RowScale, once a tile) instead of two multiplies a score. A row with R < 0 takes
+// its scores negated (exact); only a warp holding such a row pays for it.
+#ifdef CUBRIDGE_HOOKS_SCORE_ROW_FACTOR
+constexpr bool kScoreRowFactor =
+    hooks::kHasScoreMod && hooks::kNormalizer == Normalizer::Softmax;
+__device__ __forceinline__ float score_row_factor(int b, int h, int q, const AuxArgs& aux) {
+  return hooks::score_row_factor(b, h, q, aux);
+}
+#else
+constexpr bool kScoreRowFactor = false;
+__device__ __forceinline__ float score_row_factor(int, int, int, const AuxArgs&) { return 1.f; }
+#endif
+
 // Sigmoid headers whose score_mod is B * s + C say so: the scale, B and the
 // exponent's -log2(e) then fold into one FFMA per score.
 #ifdef CUBRIDGE_HOOKS_SIGMOID_EXPONENT
@@ -1221,7 +1237,9 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[kSAcc], const FwdPar
         } else if constexpr (kSigmoidOfAffine) {
           x = sigmoid_of_core(score_core(x * scale_in, b, h, qc, kc, p.aux));
         } else {
-          if constexpr (kScoreAffine) {
+          if constexpr (kScoreRowFactor) {
+            // (raw: the row's factor is in its exp2 factor, RowScale)
+          } else if constexpr (kScoreAffine) {
             x = score_core(x * scale_in, b, h, qc, kc, p.aux);
           } else if constexpr (kPairStaged) {
             const uint32_t w = pairs[half][j];
@@ -1251,6 +1269,44 @@ struct RowStats {
   float max[2] = {-INFINITY, -INFINITY};
   float sum[2] = {0.f, 0.f};  // this thread's partial sums (quad-reduced at the end)
 };
+
+// The exp2 factor of the thread's two rows' scores for one tile: to_log2, or under a
+// row factor |R| scale log2(e), floored at 1e-30 so that a row whose R is 0 (uniform
+// weights) still takes exp2(-inf) = 0 on masked scores (a NaN R stays NaN); bit `half`
+// of `negative` where that row's R < 0, bit 2 where any row of the warp has one.
+struct RowScale {
+  float t[2];
+  uint32_t negative;
+};
+
+__device__ __forceinline__ RowScale row_scale(const FwdParams& p, const Tile& tile, int q_base,
+                                              const FragmentPos& pos, float to_log2) {
+  RowScale r{{to_log2, to_log2}, 0u};
+  if constexpr (kScoreRowFactor) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int q = min(q_base + pos.row0 + 8 * half, p.seqlen_q - 1);
+      const float f = score_row_factor(tile.b, tile.h, q, p.aux);
+      const float t = fabsf(f) * p.scale_log2;
+      r.t[half] = t < 1e-30f ? 1e-30f : t;
+      r.negative |= static_cast<uint32_t>(f < 0.f) << half;
+    }
+    r.negative |= static_cast<uint32_t>(__any_sync(0xffffffffu, r.negative != 0u)) << 2;
+  }
+  return r;
+}
+
+// Raw scores of the rows whose factor is negative, negated (before masking).
+__device__ __forceinline__ void sign_rows(float (&s)[kSAcc], const RowScale& r) {
+  if constexpr (kScoreRowFactor) {
+    if (r.negative & 4u) {
+#pragma unroll
+      for (int i = 0; i < kSAcc; ++i) {
+        if ((r.negative >> ((i / 2) % 2)) & 1u) s[i] = -s[i];
+      }
+    }
+  }
+}
 
 // The row max is only moved when a block raises it by more than this (in log2
 // units): exponentials then stay below 2^kRescaleThreshold, exact in fp32 and as
@@ -1283,8 +1339,8 @@ constexpr bool kKeepMaxBySums = CUBRIDGE_KEEP_MAX_BY_SUMS && kConsumers == 2 &&
 // to_log2) in s and the factor O must be rescaled by in `rescale`, per row.
 // Returns whether any row of the warp needs O rescaled. Reductions run as four
 // independent chains (the compiler does not reassociate float maxima and sums).
-__device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, float to_log2,
-                                               float (&rescale)[2]) {
+__device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st,
+                                               const float (&to_log2)[2], float (&rescale)[2]) {
   constexpr int kCols = kBlockN / 4;  // this thread's columns of one row
   bool moved = false;
 #pragma unroll
@@ -1297,18 +1353,18 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, 
     const float block_max = quad_max(fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3])));
     const float old_max = st.max[half];
     const bool keep = old_max != -INFINITY &&
-                      (block_max - old_max) * to_log2 <= kRescaleThreshold;
+                      (block_max - old_max) * to_log2[half] <= kRescaleThreshold;
     const float mx = keep ? old_max : block_max;
     // A row with nothing allowed yet keeps max -inf; use 0 so exp2 gives 0, not NaN.
-    const float max_scaled = mx == -INFINITY ? 0.f : mx * to_log2;
-    rescale[half] = keep ? 1.f : fast_exp2(old_max * to_log2 - max_scaled);
+    const float max_scaled = mx == -INFINITY ? 0.f : mx * to_log2[half];
+    rescale[half] = keep ? 1.f : fast_exp2(old_max * to_log2[half] - max_scaled);
     moved = moved || !keep;
     st.max[half] = mx;
     float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       float& x = s[4 * (c / 2) + 2 * half + c % 2];
-      x = fast_exp2(fmaf(x, to_log2, -max_scaled));
+      x = fast_exp2(fmaf(x, to_log2[half], -max_scaled));
       sum4[c % 4] += x;
     }
     st.sum[half] = st.sum[half] * rescale[half] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
@@ -1322,14 +1378,15 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kSAcc], RowStats& st, 
 // each of this thread's two partial row sums is at most 2^threshold; the row sums
 // are then updated (the max and O stay). False: the caller runs online_softmax.
 __device__ __forceinline__ bool exps_at_current_max(const float (&s)[kSAcc], RowStats& st,
-                                                    float to_log2, uint32_t (&pn)[kPvSteps][4]) {
+                                                    const float (&to_log2)[2],
+                                                    uint32_t (&pn)[kPvSteps][4]) {
   constexpr float kLimit = static_cast<float>(1u << static_cast<int>(kRescaleThreshold));
   float max_scaled[2], sum4[2][4];
   bool ok = true;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     ok = ok && st.max[half] != -INFINITY;
-    max_scaled[half] = st.max[half] * to_log2;
+    max_scaled[half] = st.max[half] * to_log2[half];
 #pragma unroll
     for (int c = 0; c < 4; ++c) sum4[half][c] = 0.f;
   }
@@ -1337,8 +1394,8 @@ __device__ __forceinline__ bool exps_at_current_max(const float (&s)[kSAcc], Row
 #pragma unroll
   for (int q = 0; q < kSAcc / 2; ++q) {
     const int half = q % 2;
-    const float p0 = fast_exp2(fmaf(s[2 * q], to_log2, -max_scaled[half]));
-    const float p1 = fast_exp2(fmaf(s[2 * q + 1], to_log2, -max_scaled[half]));
+    const float p0 = fast_exp2(fmaf(s[2 * q], to_log2[half], -max_scaled[half]));
+    const float p1 = fast_exp2(fmaf(s[2 * q + 1], to_log2[half], -max_scaled[half]));
     sum4[half][(q / 2) % 2 * 2] += p0;
     sum4[half][(q / 2) % 2 * 2 + 1] += p1;
     pn[q / 4][q % 4] = pack2<Element>(p0, p1);
@@ -1744,7 +1801,7 @@ struct RowsOut {
 // runs under the waits for the next Q, V and K instead of inside the epilogue. A
 // live softmax row sums to at least 1 (its max's exponential), so the approximate
 // ftz forms are exact enough and take no branches.
-__device__ __forceinline__ RowsOut finish_rows(const RowStats& st, float to_log2) {
+__device__ __forceinline__ RowsOut finish_rows(const RowStats& st, const float (&to_log2)[2]) {
   RowsOut r;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -1756,7 +1813,7 @@ __device__ __forceinline__ RowsOut finish_rows(const RowStats& st, float to_log2
       asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(rcp) : "f"(sum));
       asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(lg2) : "f"(sum));
       r.inv[half] = sum > 0.f ? rcp : 0.f;
-      r.lse[half] = sum > 0.f ? (st.max[half] * to_log2 + lg2) * kLn2 : -INFINITY;
+      r.lse[half] = sum > 0.f ? (st.max[half] * to_log2[half] + lg2) * kLn2 : -INFINITY;
     }
   }
   return r;
@@ -1895,6 +1952,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     RingSlot pv;  // the slot of the block whose PV product is next
     const bool live = cur.live;
     load_row_staged(rows, p, cur.tile, q_base, pos);  // (after the first tile: loaded below)
+    const RowScale rs = row_scale(p, cur.tile, q_base, pos, to_log2);
     if (live) {  // the first block's S product is ready
       uint32_t info = cur.info;
       const BlockClass first = classify(p, info, consumer, q_base);
@@ -1910,13 +1968,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           first_capped = first_block_poly_cap<kM>(s, p.scale, bits, pf);
         }
         if (!first_capped) {
+          sign_rows(s, rs);
           block_logits<kM, kT, false>(s, p, sh, cur.tile, BlockInfo::index(info), consumer,
                                       q_base, pos, thread, bits);
         }
       });
       if constexpr (kSoftmax) {
         float rescale[2];
-        online_softmax(s, st, to_log2, rescale);
+        online_softmax(s, st, rs.t, rescale);
       }
       if (!first_capped) probs_to_fragments(s, pf);
       if constexpr (kStagesInO) {
@@ -1995,6 +2054,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             }
           }
           if (!capped) {
+            sign_rows(s, rs);
             block_logits<kM, kT, true, kSigmoidIn>(s, p, sh, cur.tile, n, consumer, q_base,
                                                    pos, thread, bits, sigmoid_form);
           }
@@ -2006,7 +2066,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
             }
             p_in_pn = true;
           } else {
-            p_in_pn = kKeepMaxBySums && exps_at_current_max(s, st, to_log2, pn);
+            p_in_pn = kKeepMaxBySums && exps_at_current_max(s, st, rs.t, pn);
           }
           if (p_in_pn) {
             for (auto& frag : pn) fence_operands(frag);
@@ -2017,7 +2077,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
           } else {
             float rescale[2];
             bool moved = false;
-            if constexpr (kSoftmax) moved = online_softmax(s, st, to_log2, rescale);
+            if constexpr (kSoftmax) moved = online_softmax(s, st, rs.t, rescale);
             fence_operands(s);
             // (only unmasked blocks: masking keeps too many registers live for it)
             if constexpr (kSoftmax && !decltype(masked)::value) pin_after_softmax(st);
@@ -2049,7 +2109,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       }
     }
     trace.stamp(kTraceSteadyEnd);
-    const RowsOut rows_out = finish_rows(st, to_log2);
+    const RowsOut rows_out = finish_rows(st, rs.t);
     // (read again here where P alternates: held across the loop it spilled)
     const bool live_at_end = kAlternatingP ? cur.t >= 0 && sh.tile_live[cur.qb] != 0 : live;
     // Q of this tile is no longer read by this consumer.
