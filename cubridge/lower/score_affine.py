@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.lower.cuda_render import render_body
-from cubridge.transfer.expr import SCORE_VAR, DType, Node, var
+from cubridge.transfer.expr import INDEX_VARS, SCORE_VAR, DType, Node, var
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def _factors(n: Node) -> list[Node]:
 
 
 def _uses_key(n: Node) -> bool:
-    return any(x.op == "var" and x.arg == "k" for x in n.walk())
+    return any(x.op == "var" and x.arg == INDEX_VARS[3] for x in n.walk())
 
 
 def row_factor(node: Node | None) -> Node | None:

@@ -217,9 +217,8 @@ def _row_factor(score_mod):
 def test_which_score_mods_are_a_factor_no_key_changes():
     assert repr(_row_factor(lambda s, b, h, q, k: s * (q + 1))) == "cast[float](add[int](q, 1))"
     assert _row_factor(lambda s, b, h, q, k: (s * 0.5) * (q + 1)) is not None  # constants too
-    ssmax = row_factor(plan_hooks(make_spec("x", None, VARIANTS["row_factor_signs"].score_mod))
-                       .score.node)
-    assert ssmax is not None and "aux_load" in repr(ssmax) and "score" not in repr(ssmax)
+    signs = row_factor(plan_hooks(VARIANTS["row_factor_signs"]).score.node)
+    assert signs is not None and "aux_load" in repr(signs) and "score" not in repr(signs)
     for fn in (lambda s, b, h, q, k: s * 2.0,  # a constant: the affine fold's
                lambda s, b, h, q, k: s * (k + 1),  # the key changes it
                lambda s, b, h, q, k: s * (q + 1) + 1.0,  # not a product
