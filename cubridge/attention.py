@@ -47,7 +47,10 @@ class HeadConfig:
 LLAMA2_7B = HeadConfig("llama2_7b", 32, 32, 128)
 QWEN25_72B = HeadConfig("qwen25_72b", 64, 8, 128)
 LLAMA31_405B = HeadConfig("llama31_405b", 128, 8, 128)
-HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B)}
+# Head dim 256 (Gemma 2 9B: soft-capped scores; Gemma 3 12B: the same heads, no cap).
+GEMMA2_9B = HeadConfig("gemma2_9b", 16, 8, 256)
+GEMMA3_12B = HeadConfig("gemma3_12b", 16, 8, 256)
+HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B, GEMMA2_9B, GEMMA3_12B)}
 
 
 @dataclass(frozen=True)

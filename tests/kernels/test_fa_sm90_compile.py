@@ -58,9 +58,11 @@ def hook_builds(request):
 @pytest.mark.nvcc
 @pytest.mark.parametrize("build", [(128, torch.bfloat16, False), (128, torch.bfloat16, True),
                                    (64, torch.bfloat16, False), (64, torch.bfloat16, True),
-                                   (128, torch.float16, False)],
+                                   (128, torch.float16, False), (256, torch.bfloat16, False),
+                                   (256, torch.bfloat16, True)],
                          ids=["d128-bf16-full", "d128-bf16-causal", "d64-bf16-full-3wg",
-                              "d64-bf16-causal", "d128-fp16-full"])
+                              "d64-bf16-causal", "d128-fp16-full", "d256-bf16-full-1q",
+                              "d256-bf16-causal-1q"])
 def test_library_builds_are_clean(build, library_builds, request):
     d, dtype, causal = build
     compiled = library_builds[request.node.callspec.id].result()
@@ -119,6 +121,7 @@ def test_selected_on_hopper_only():
     assert select_kernel("sm_90a", 128, torch.bfloat16).name == "fa_sm90"
     assert select_kernel("sm_80", 128, torch.bfloat16).name == "fa_sm80"
     assert select_kernel("sm_100a", 128, torch.bfloat16).name == "fa_sm80"
+    assert select_kernel("sm_90a", 256, torch.bfloat16).name == "fa_sm90"
     assert "sm_90a only" in fa_sm90.unsupported(arch="sm_89")
     with pytest.raises(UnsupportedArchError, match="sm_90a"):
         fa_sm90.compile(128, torch.bfloat16, "sm_80")

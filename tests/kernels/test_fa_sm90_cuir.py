@@ -49,7 +49,8 @@ def test_metadata_configs_build_the_cuir_program():
     program = FaSm90()  # the defaults are the config the CUDA kernel is built with
     for d in entry.metadata.head_dims:
         kwargs = entry.cuir_config(d)
-        assert {name: getattr(program, name) for name in kwargs} == kwargs
+        if d <= 128:  # (D = 256 takes 64-key blocks and one Q buffer, below)
+            assert {name: getattr(program, name) for name in kwargs} == kwargs
         FaSm90(**kwargs)
         unmasked = entry.default_config(d, masked=False)
         assert FaSm90(**unmasked.cuir_kwargs()).consumers == unmasked.consumer_warpgroups
@@ -60,6 +61,9 @@ def test_metadata_configs_build_the_cuir_program():
         FaSm90(block_m=256)
     with pytest.raises(ValueError, match="stages must be >= 2"):
         FaSm90(stages=1)
+    with pytest.raises(ValueError, match="q_buffers must be 1 or 2"):
+        FaSm90(q_buffers=3)
+    assert entry.cuir_config(256)["q_buffers"] == 1  # D = 256: O staged in the Q buffer
 
 
 def test_matches_the_library_spec():
@@ -298,6 +302,33 @@ def test_consumers_issue_in_the_order_of_the_cuda(policy):
     assert ops["v_loader"] == V_LOADER
 
 
+# with one Q buffer (D = 256's config): the last PV alone, O stored and Q released,
+# then the next tile's Q awaited and its first S alone
+ONE_Q_LAST_PV = ["sync mma_token0", "O+=PV", "commit", "arrive mma_token1", "wait_group 0"]
+CONSUMER0_ONE_Q = [
+    "wait q_full0 0", *FIRST_BLOCK,
+    "arrive k_empty0", *_steady(0, 0, True),
+    "wait v_full1 0", *ONE_Q_LAST_PV, "arrive v_empty1", "epilogue", "arrive q_empty0",
+    "wait q_full0 1", "wait k_full0 1", "sync mma_token0", "S=QK", "commit",
+    "arrive mma_token1", "wait_group 0",
+    "arrive k_empty0", "wait k_full1 1", "sync mma_token0", "S=QK", "commit",
+    "wait v_full0 1", "O=PV", "commit", "arrive mma_token1", "wait_group 1", "arrive k_empty1",
+    "wait_group 0", "arrive v_empty0",
+    "wait v_full1 1", *ONE_Q_LAST_PV, "arrive v_empty1", "epilogue", "arrive q_empty0",
+    "wait q_full0 0",  # (the producer's word: no more tiles)
+]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_one_q_buffer_stores_a_tile_before_the_next_q_loads(policy):
+    log = _trace(policy, q_buffers=1)
+    assert [op for who, op in log if who == "consumer0"] == CONSUMER0_ONE_Q
+    # the producer reloads the one buffer only once both consumers released it
+    assert [op for who, op in log if who == "producer" and "q_" in op] == [
+        "expect_tx q_full0", "arrive q_full0", "wait q_empty0 0", "expect_tx q_full0",
+        "arrive q_full0", "wait q_empty0 1", "arrive q_full0", "arrive q_full0"]
+
+
 def test_three_consumers_pass_the_token_round_robin():
     log = _trace("delayed", block_m=192)
     for c in range(3):
@@ -318,6 +349,9 @@ CASES = [
     (1, 2, 1, 100, 400, 64, True, 2, {"block_n": 64, "stages": 3}, torch.float16),
     (1, 3, 3, 37, 200, 64, False, 2, {"block_m": 192}, torch.bfloat16),  # 3 consumers
     (2, 2, 2, 400, 400, 64, True, 3, {"block_m": 192, "block_n": 64}, torch.bfloat16),
+    # D = 256's config: one Q buffer (O staged in it), several tiles per CTA
+    (2, 4, 2, 300, 260, 256, True, 2, {"block_n": 64, "q_buffers": 1}, torch.bfloat16),
+    (1, 3, 1, 129, 200, 256, False, 2, {"block_n": 64, "q_buffers": 1}, torch.float16),
 ]
 
 

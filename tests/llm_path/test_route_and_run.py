@@ -32,6 +32,17 @@ def test_choose_path(spec, path, why):
     assert (choice.plan is not None) == (path == "rules")  # the rules carry the traced hooks
 
 
+def test_head_dim_256_takes_the_rules_on_fa_sm90_only():
+    """Gemma 2's D = 256 is one of fa_sm90's tiles (64-key blocks, one Q buffer); fa_sm80
+    has none, so there a run would adapt the kernel by the LLM path and says why."""
+    spec = load(SPECS / "gemma2_global.py")
+    on_hopper = choose_path(spec, get_kernel("fa_sm90"))
+    assert on_hopper.path == "rules" and on_hopper.plan.table_block == (64, 64)
+    on_ampere = choose_path(spec, get_kernel("fa_sm80"))
+    assert on_ampere.path == "llm"
+    assert "head dims (QK/V) 256/256 are not among fa_sm80's [64, 128]" in on_ampere.reason
+
+
 _ELEMENTWISE_SPEC = """
 import torch
 from cubridge.attention import LLAMA2_7B

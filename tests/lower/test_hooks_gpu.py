@@ -34,11 +34,11 @@ SHAPES = [Shape(2, 16, 2, 200, 127, 128), Shape(1, 4, 4, 65, 300, 128),
           Shape(1, 8, 1, 2100, 2300, 128), Shape(2, 4, 4, 1100, 1100, 64)]
 
 
-def _impl(spec, kernel_name):
+def _impl(spec, kernel_name, head_dim=128):
     from cubridge.kernels import get_kernel
 
     kernel = get_kernel(kernel_name)
-    header = generate_header(plan_hooks(spec, table_block=kernel.table_block(128)))
+    header = generate_header(plan_hooks(spec, table_block=kernel.table_block(head_dim)))
 
     def attention(q, k, v, scale=None, **aux):
         shape = Shape(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3])
@@ -67,6 +67,25 @@ def test_generated_hooks_compute_the_spec_on_the_gpu(name, kernel_name):
     spec = SPECS[name]
     report = verify(spec, _impl(spec, kernel_name), device="cuda", dtypes=[torch.bfloat16],
                     shapes=SHAPES, seed=0, require_lse=spec.returns_lse)
+    assert report.passed, report.table()
+
+
+# fa_sm90 at D = 256 (64-key blocks, one Q buffer with O staged in it): every hook
+# family, with tails, Sq != Sk both ways, GQA and more tiles than SMs.
+SHAPES_D256 = [Shape(2, 16, 2, 200, 127, 256), Shape(1, 4, 4, 65, 300, 256),
+               Shape(1, 8, 1, 2100, 2300, 256), Shape(3, 40, 8, 700, 900, 256)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_generated_hooks_at_head_dim_256(name):
+    from cubridge.verify import verify
+
+    if not _runs_here("fa_sm90"):
+        pytest.skip("fa_sm90 does not run on this GPU")
+    spec = SPECS[name]
+    report = verify(spec, _impl(spec, "fa_sm90", 256), device="cuda", dtypes=[torch.bfloat16],
+                    shapes=SHAPES_D256, seed=0, require_lse=spec.returns_lse)
     assert report.passed, report.table()
 
 

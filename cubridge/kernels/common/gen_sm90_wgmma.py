@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 HEADER = Path(__file__).with_name("sm90_wgmma.cuh")
-SHAPES_N = (64, 96, 128, 160, 176, 192)       # n of m64nNk16
+SHAPES_N = (64, 96, 128, 160, 176, 192, 256)  # n of m64nNk16
 DTYPES = {"__nv_bfloat16": "bf16", "__half": "f16"}
 
 

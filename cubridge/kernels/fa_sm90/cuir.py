@@ -9,7 +9,7 @@ value before an atomic add), with its current tile's last key block: tiles go
 to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
 
 - producer (warp 0 of warpgroup 0, lane 0 issuing): per tile, its schedule
-  index and Q into Q buffer iter % 2 (q_full / q_empty), then the walk of its
+  index and Q into Q buffer iter % q_buffers (q_full / q_empty), then the walk of its
   key blocks and whether it visits any (q_full's second arrival), then for
   each visited key block (kv_block_range walked from hi - 1 down to lo, blocks
   EMPTY for every consumer's 64 rows skipped; the CUDA's warp classifies 32
@@ -101,7 +101,6 @@ from cubridge.ir.control import cdiv
 from cubridge.ir.errors import ProgramError, caller_loc
 
 ROWS_PER_CONSUMER = 64  # wgmma's M: the query rows of one consumer warpgroup
-Q_BUFFERS = 2  # CUBRIDGE_Q_BUFFERS: the next tile's Q loads while this one runs
 RESCALE_THRESHOLD = 12.0  # CUBRIDGE_RESCALE_THRESHOLD (log2 units)
 TOKEN_THREADS = 256  # an mma token barrier: the taker's warpgroup and the passer's
 # The launcher's schedule (launch.schedule_section), which passes `section` to the
@@ -143,9 +142,9 @@ class FaSm90(AttentionKernelBase):
     arch = "sm90"
 
     def __init__(self, *, block_m: int = 128, block_n: int = 128, stages: int = 2,
-                 num_sms: int = 132, causal: bool = False):
+                 q_buffers: int = 2, num_sms: int = 132, causal: bool = False):
         for name, val in (("block_m", block_m), ("block_n", block_n), ("stages", stages),
-                          ("num_sms", num_sms)):
+                          ("q_buffers", q_buffers), ("num_sms", num_sms)):
             if not isinstance(val, int) or val <= 0:
                 raise ValueError(f"FaSm90: {name} must be a positive int, got {val!r}")
         if block_m % ROWS_PER_CONSUMER or block_m // ROWS_PER_CONSUMER not in (2, 3):
@@ -153,9 +152,14 @@ class FaSm90(AttentionKernelBase):
                              f"of {ROWS_PER_CONSUMER} rows")
         if stages < 2:
             raise ValueError(f"FaSm90: stages must be >= 2 (K/V ring slots), got {stages}")
+        if q_buffers not in (1, 2):
+            raise ValueError(f"FaSm90: q_buffers must be 1 or 2, got {q_buffers}")
         self.block_m = block_m
         self.block_n = block_n
         self.stages = stages
+        # CUBRIDGE_Q_BUFFERS: with two the next tile's Q loads while this one runs; with
+        # one (D = 256) O is staged in the tile's own Q buffer, released after its store
+        self.q_buffers = q_buffers
         self.num_sms = num_sms
         self.causal = bool(causal)
 
@@ -244,23 +248,26 @@ class FaSm90(AttentionKernelBase):
 
     def run(self, cta: int, _y: int, _z: int) -> None:  # blockIdx.x; y and z are 0
         d, dv, st, c = self.head_dim, self.head_dim_v, self.stages, self.consumers
-        self.q_s = self.alloc(SMEM, (self.block_m, d), self.dtype, stages=Q_BUFFERS)
+        qbufs = self.q_buffers
+        self.q_s = self.alloc(SMEM, (self.block_m, d), self.dtype, stages=qbufs)
         self.k_s = self.alloc(SMEM, (self.block_n, d), self.dtype, stages=st)
         self.v_s = self.alloc(SMEM, (self.block_n, dv), self.dtype, stages=st)
-        # the epilogue's staging tile of the CUDA's TMA store (budget only, see above)
-        self.o_s = self.alloc(SMEM, (self.block_m, dv), self.dtype)
+        # the epilogue's staging tile of the CUDA's TMA store (budget only, see above;
+        # with one Q buffer the CUDA stages O in it)
+        if qbufs > 1:
+            self.o_s = self.alloc(SMEM, (self.block_m, dv), self.dtype)
         # the producer's words: per ring slot the BlockInfo of the block it holds
         # (index, last-of-tile, kind per consumer), per Q buffer whether its tile
         # visits any key block
         self.info_s = self.alloc(SMEM, (2 + c,), torch.int32, stages=st, name="block_info")
         # and the (batch, K/V head) of the block, for the V loader
         self.kv_s = self.alloc(SMEM, (2,), torch.int32, stages=st, name="kv_batch_head")
-        self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_live")
-        self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=Q_BUFFERS, name="tile_index")
+        self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=qbufs, name="tile_live")
+        self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=qbufs, name="tile_index")
         # [next, done]: the tiles claimed past each CTA's first (done: see above)
         self.tile_counter = self.launch_counter("tile_counter", 2)
-        self.q_full = self.barriers(Q_BUFFERS, 2)  # Q's bytes, then the tile's liveness
-        self.q_empty = self.barriers(Q_BUFFERS, c)  # CUDA: 4 * c, one arrival per warp
+        self.q_full = self.barriers(qbufs, 2)  # Q's bytes, then the tile's liveness
+        self.q_empty = self.barriers(qbufs, c)  # CUDA: 4 * c, one arrival per warp
         self.k_full = self.barriers(st, 1)
         self.k_empty = self.barriers(st, c + 1)  # the V loader too; CUDA: 4 * c + 1
         self.v_full = self.barriers(st, 1)
@@ -297,12 +304,13 @@ class FaSm90(AttentionKernelBase):
                             self.k_full[i])
             slot.advance()
 
+        qbufs = self.q_buffers
         t, it = cta, 0  # a CTA's first tile is its own index
         while True:
             b, h, m_block = self.tile_at(t)
-            qb = it % Q_BUFFERS
-            if it >= Q_BUFFERS:  # the consumers released this buffer's previous tile
-                self.q_empty[qb].wait((it // Q_BUFFERS - 1) & 1)
+            qb = it % qbufs
+            if it >= qbufs:  # the consumers released this buffer's previous tile
+                self.q_empty[qb].wait((it // qbufs - 1) & 1)
             # Q goes out before the walk (which may read tables); the tile's
             # liveness completes q_full with its second arrival
             self.store(self.index_s[qb], torch.tensor([t], dtype=torch.int32))
@@ -323,9 +331,9 @@ class FaSm90(AttentionKernelBase):
                 t_next = self.claim_tile()
             it += 1
             if t_next >= self.num_tiles():  # no next tile: say so in the next Q buffer
-                qe = it % Q_BUFFERS
-                if it >= Q_BUFFERS:
-                    self.q_empty[qe].wait((it // Q_BUFFERS - 1) & 1)
+                qe = it % qbufs
+                if it >= qbufs:
+                    self.q_empty[qe].wait((it // qbufs - 1) & 1)
                 self.store(self.index_s[qe], torch.tensor([-1], dtype=torch.int32))
                 self.q_full[qe].arrive()
                 self.q_full[qe].arrive()  # (both of q_full's arrivals)
@@ -414,8 +422,8 @@ class FaSm90(AttentionKernelBase):
 
         def open_tile(it: int) -> OpenTile | None:
             """The it-th tile of this CTA: wait for its Q buffer; None: no more."""
-            qb = it % Q_BUFFERS
-            self.q_full[qb].wait((it // Q_BUFFERS) & 1)
+            qb = it % self.q_buffers
+            self.q_full[qb].wait((it // self.q_buffers) & 1)
             t = int(self.load(self.index_s[qb])[0])
             if t < 0:
                 return None
@@ -443,6 +451,24 @@ class FaSm90(AttentionKernelBase):
                 while not info.last:  # steady state, to the producer's last block
                     info = issue(q_rows(cur), prev)
                     prev = finish(b, h, row0, softmax, info, prev)
+            if self.q_buffers == 1:
+                # O is staged in this tile's Q buffer: the last PV, the epilogue, and
+                # Q released after its store; then the next tile's first S alone
+                if prev is not None:
+                    self.v_full[prev.index].wait(prev.phase)
+                    take_token()
+                    gemm_pv(prev)
+                    pass_token()
+                    self.wait_group(0)
+                    self.v_empty[prev.index].arrive()
+                self.epilogue(softmax, o_acc, b, h, row0, rows)
+                self.q_empty[cur.qb].arrive()
+                nxt = open_tile(it + 1)
+                first = issue(q_rows(nxt), None) if nxt is not None and nxt.live else None
+                if nxt is None:
+                    break
+                cur, it = nxt, it + 1
+                continue
             self.q_empty[cur.qb].arrive()  # this tile's Q is no longer read here
 
             # The next tile, opened now so that its first S is issued with this

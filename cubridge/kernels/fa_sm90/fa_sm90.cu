@@ -30,8 +30,9 @@
 // the block (BlockInfo), so the consumers evaluate no block hook; a consumer
 // masks per element where the block is PARTIAL for its rows or holds a tail.
 //
-// Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128), CUBRIDGE_BLOCK_M (64 rows per
-// consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_DTYPE_FP16.
+// Build-time macros: CUBRIDGE_HEAD_DIM (64, 128 or 256), CUBRIDGE_BLOCK_M (64 rows per
+// consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_Q_BUFFERS,
+// CUBRIDGE_DTYPE_FP16.
 #include <type_traits>
 
 #include "fast_divide.cuh"
@@ -46,7 +47,7 @@
 #include "cubridge_hooks.cuh"
 
 #ifndef CUBRIDGE_HEAD_DIM
-#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64 or -DCUBRIDGE_HEAD_DIM=128"
+#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64, 128 or 256"
 #endif
 #ifndef CUBRIDGE_BLOCK_M
 #define CUBRIDGE_BLOCK_M 128
@@ -79,6 +80,10 @@ constexpr int kStages = CUBRIDGE_STAGES;
 #define CUBRIDGE_Q_BUFFERS 2
 #endif
 constexpr int kQBuffers = CUBRIDGE_Q_BUFFERS;
+// With one Q buffer (D = 256: two Q tiles, the K/V ring and O's staging tile do not
+// fit 227 KB) O is staged in the tile's own Q buffer, each consumer in its own rows
+// once its last S product retired; the next tile's Q then loads after the store.
+constexpr bool kOInQ = kQBuffers == 1;
 constexpr int kRowsPerConsumer = 64;  // wgmma's M
 constexpr int kConsumers = kBlockM / kRowsPerConsumer;
 constexpr int kThreads = 128 * (kConsumers + 1);
@@ -97,7 +102,9 @@ constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
-static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+              "head dim must be 64, 128 or 256");
+static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
 static_assert(kBlockM % kRowsPerConsumer == 0 && (kConsumers == 2 || kConsumers == 3),
               "block_m is 2 or 3 consumer warpgroups of 64 rows");
 static_assert(kBlockN % 16 == 0 && kBlockN <= 192, "key blocks are whole k-steps, wgmma n <= 192");
@@ -162,7 +169,8 @@ constexpr bool kPlainSteady = !hooks::kHasMaskMod && !hooks::kHasScoreMod &&
 #ifdef CUBRIDGE_ALTERNATING_P
 constexpr bool kAlternatingP = CUBRIDGE_ALTERNATING_P != 0;
 #else
-constexpr bool kAlternatingP = kPlainSteady;
+// (at D = 256 the second array spills beside O's 128 accumulators)
+constexpr bool kAlternatingP = kPlainSteady && kHeadDim <= 128;
 #endif
 // Headers whose score_mod is A * core(B * s) (soft-capping) say so: under softmax
 // B folds into the score scale and A into the exp2 factor, two multiplies fewer
@@ -372,7 +380,8 @@ __device__ __forceinline__ float score_mod_paired(float s, int, int, int, int, u
   return s;
 }
 #endif
-constexpr bool kPairInO = kBlockN == kHeadDim;  // a consumer's pair rows are its O rows
+// (a consumer's pair rows are its O staging rows)
+constexpr bool kPairInO = kBlockN == kHeadDim && !kOInQ;
 static_assert(!kPairStaged || kBlockN % 16 == 0, "pair rows are copied 16 keys a lane-pair");
 template <bool kOwnTile>
 struct PairTile {  // kBlockM rows of kBlockN 16-bit values, laid out as O's staging
@@ -383,13 +392,22 @@ template <>
 struct PairTile<false> {
   __device__ __forceinline__ uint32_t base() const { return 0u; }
 };
+// O's staging tile for the epilogue's TMA store: a tile of its own, or none where O
+// is staged in the tile's Q buffer (kOInQ; o_staging below).
+template <bool kOwnTile>
+struct OStagingTile : SwizzledTile<kBlockM> {};
+template <>
+struct OStagingTile<false> {
+  __device__ __forceinline__ uint32_t base() const { return 0u; }
+  __device__ __forceinline__ void* panel(int) { return nullptr; }
+};
 
 template <int kKeyReads>
 struct SharedStorageOf {
   SwizzledTile<kBlockM> q[kQBuffers];
   SwizzledTile<kBlockN> k[kStages];
   SwizzledTile<kBlockN> v[kStages];
-  SwizzledTile<kBlockM> o;  // epilogue staging for the TMA store
+  OStagingTile<!kOInQ> o;  // epilogue staging for the TMA store (kOInQ: in q[])
   uint64_t q_full[kQBuffers], q_empty[kQBuffers];
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
@@ -1036,7 +1054,7 @@ __device__ __forceinline__ bool key_value_mask(int, int, int, Staged, Staged, co
 #ifdef CUBRIDGE_HOOKS_MASK_PAIR_READS
 constexpr bool kMaskPairStaged = CUBRIDGE_PAIR_STAGED && hooks::kMaskPairReads > 0 &&
                                  hooks::kHasMaskMod && !kStagedMask && kRowIntervals == 0 &&
-                                 kRunIntervals == 0 && !kPairStaged;
+                                 kRunIntervals == 0 && !kPairStaged && !kOInQ;
 __device__ __forceinline__ const uint8_t* mask_pair_row(int b, int h, int q, const AuxArgs& aux) {
   return hooks::mask_pair_row(b, h, q, aux);
 }
@@ -1833,9 +1851,22 @@ __device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, 
   }
 }
 
+// O's staging tile: its own, or (kOInQ) the Q buffer qb of the tile being stored, whose
+// rows of this consumer its last S product has read.
+// (a template: the branch not taken names a member of the other storage layout)
+template <typename Storage>
+__device__ __forceinline__ SwizzledTile<kBlockM>& o_staging(Storage& sh, int qb) {
+  if constexpr (kOInQ) {
+    return sh.q[qb];
+  } else {
+    return sh.o;
+  }
+}
+
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
-                                         int consumer, int thread, const FragmentPos& held_pos,
-                                         const float (&o)[kOAcc], bool live, const RowsOut& rows_out,
+                                         int qb, int consumer, int thread,
+                                         const FragmentPos& held_pos, const float (&o)[kOAcc],
+                                         bool live, const RowsOut& rows_out,
                                          TileTrace* trace = nullptr) {
   const FwdParams& p = P.p;
   const FragmentPos pos = fragment_pos_at_use(held_pos);
@@ -1851,7 +1882,7 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
     const float inv = rows_out.inv[half];
     // (opaque: the 2 x kHeadDim / 8 addresses are recomputed per tile, not held live)
     const int row = consumer * kRowsPerConsumer + opaque(pos.row0) + 8 * half;
-    const uint32_t row_addr = sh.o.base() + row * 128 + pos.col0 * 2;
+    const uint32_t row_addr = o_staging(sh, qb).base() + row * 128 + pos.col0 * 2;
     const uint32_t swizzle = (row % 8) << 4;
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
@@ -1872,7 +1903,8 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
 #pragma unroll
     for (int pn = 0; pn < kPanels; ++pn) {
       tma_store_4d(&P.tma_o,
-                   reinterpret_cast<char*>(sh.o.panel(pn)) + consumer * kRowsPerConsumer * 128,
+                   reinterpret_cast<char*>(o_staging(sh, qb).panel(pn)) +
+                       consumer * kRowsPerConsumer * 128,
                    pn * kPanelCols, q_base, tile.h, tile.b);
     }
     tma_store_commit();
@@ -2112,65 +2144,101 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     const RowsOut rows_out = finish_rows(st, rs.t);
     // (read again here where P alternates: held across the loop it spilled)
     const bool live_at_end = kAlternatingP ? cur.t >= 0 && sh.tile_live[cur.qb] != 0 : live;
-    // Q of this tile is no longer read by this consumer.
-    release(&sh.q_empty[cur.qb], thread);
-
-    // The next tile of the schedule, opened now so that its first S product can be
-    // issued together with this tile's last PV product.
-    OpenTile next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
-    const bool more = next.t >= 0;
-    // The next tile's staged query reads go out now (this tile's are dead): their
-    // loads' latency then passes under this tile's last products and epilogue instead
-    // of standing before the next tile's first mask.
-    load_row_staged(rows, p, next.tile,
-                    next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
-    rows.ahead = true;
-    // Straight-line code per case, each with its own epilogue: the compiler loses
-    // track of which wgmma is in flight where such paths join, and then waits for
-    // it (serialising every wgmma of the kernel).
-    if (live_at_end && next.live) {  // the common case
-      trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
-      trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
-      next.info = sh.block_info[slot.index];
-      trace.take_token(consumer);
-      gemm_pv(o, pf, sh, pv.index, o_written);
-      wgmma_commit();
-      gemm_qk(s, sh, next.qb, slot.index, consumer);
-      wgmma_commit();
-      pass_mma_token(consumer);
-      trace.stamp(kTraceBoundaryIssued);
-      wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
-      fence_operands(o);
-      trace.stamp(kTraceBoundaryPvDone);
-      release(&sh.v_empty[pv.index], thread);
-      epilogue(P, sh, cur.tile, consumer, thread, pos, o, true, rows_out, &trace);
-      trace.stamp(kTraceBoundaryStored);
-      // Retired before the paths join: an S product in flight across the join
-      // makes the compiler copy its registers there, which serialises every wgmma.
-      wgmma_wait<0>();
-      fence_operands(s);
-    } else {  // the CTA's last tile, or one without live key blocks
+    OpenTile next;
+    if constexpr (kOInQ) {
+      // One Q buffer: the last PV product, then the epilogue stages O in this tile's
+      // Q rows of the consumer, and Q is released once the store has read them; only
+      // then can the next tile's Q land and its first S product be issued.
       if (live_at_end) {
-        mbar_wait(&sh.v_full[pv.index], pv.phase);
-        take_mma_token(consumer);
+        trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
+        trace.take_token(consumer);
         gemm_pv(o, pf, sh, pv.index, o_written);
         wgmma_commit();
         pass_mma_token(consumer);
         wgmma_wait<0>();
         fence_operands(o);
         release(&sh.v_empty[pv.index], thread);
-      } else if (next.live) {
-        mbar_wait(&sh.k_full[slot.index], slot.phase);
+      }
+      epilogue(P, sh, cur.tile, cur.qb, consumer, thread, pos, o, live_at_end, rows_out,
+               &trace);
+      if (thread == 0) tma_store_wait_read();
+      named_barrier_sync(kEpilogueBarrier + consumer, 128);
+      release(&sh.q_empty[cur.qb], thread);
+      next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
+      load_row_staged(rows, p, next.tile,
+                      next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
+      rows.ahead = true;
+      if (next.live) {
+        trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
         next.info = sh.block_info[slot.index];
-        take_mma_token(consumer);
+        trace.take_token(consumer);
         gemm_qk(s, sh, next.qb, slot.index, consumer);
         wgmma_commit();
         pass_mma_token(consumer);
         wgmma_wait<0>();
         fence_operands(s);
       }
-      epilogue(P, sh, cur.tile, consumer, thread, pos, o, live_at_end, rows_out);
+    } else {
+      // Q of this tile is no longer read by this consumer.
+      release(&sh.q_empty[cur.qb], thread);
+
+      // The next tile of the schedule, opened now so that its first S product can be
+      // issued together with this tile's last PV product.
+      next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
+      // The next tile's staged query reads go out now (this tile's are dead): their
+      // loads' latency then passes under this tile's last products and epilogue instead
+      // of standing before the next tile's first mask.
+      load_row_staged(rows, p, next.tile,
+                      next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
+      rows.ahead = true;
+      // Straight-line code per case, each with its own epilogue: the compiler loses
+      // track of which wgmma is in flight where such paths join, and then waits for
+      // it (serialising every wgmma of the kernel).
+      if (live_at_end && next.live) {  // the common case
+        trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
+        trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
+        next.info = sh.block_info[slot.index];
+        trace.take_token(consumer);
+        gemm_pv(o, pf, sh, pv.index, o_written);
+        wgmma_commit();
+        gemm_qk(s, sh, next.qb, slot.index, consumer);
+        wgmma_commit();
+        pass_mma_token(consumer);
+        trace.stamp(kTraceBoundaryIssued);
+        wgmma_wait<1>();  // the PV product retired; the next tile's S is in flight
+        fence_operands(o);
+        trace.stamp(kTraceBoundaryPvDone);
+        release(&sh.v_empty[pv.index], thread);
+        epilogue(P, sh, cur.tile, cur.qb, consumer, thread, pos, o, true, rows_out, &trace);
+        trace.stamp(kTraceBoundaryStored);
+        // Retired before the paths join: an S product in flight across the join
+        // makes the compiler copy its registers there, which serialises every wgmma.
+        wgmma_wait<0>();
+        fence_operands(s);
+      } else {  // the CTA's last tile, or one without live key blocks
+        if (live_at_end) {
+          mbar_wait(&sh.v_full[pv.index], pv.phase);
+          take_mma_token(consumer);
+          gemm_pv(o, pf, sh, pv.index, o_written);
+          wgmma_commit();
+          pass_mma_token(consumer);
+          wgmma_wait<0>();
+          fence_operands(o);
+          release(&sh.v_empty[pv.index], thread);
+        } else if (next.live) {
+          mbar_wait(&sh.k_full[slot.index], slot.phase);
+          next.info = sh.block_info[slot.index];
+          take_mma_token(consumer);
+          gemm_qk(s, sh, next.qb, slot.index, consumer);
+          wgmma_commit();
+          pass_mma_token(consumer);
+          wgmma_wait<0>();
+          fence_operands(s);
+        }
+        epilogue(P, sh, cur.tile, cur.qb, consumer, thread, pos, o, live_at_end, rows_out);
+      }
     }
+    const bool more = next.t >= 0;
     trace.stamp(kTraceEnd);
     if (!more) break;
     cur = next;

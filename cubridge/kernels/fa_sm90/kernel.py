@@ -47,16 +47,21 @@ def spill_fallbacks(hooks_header: str) -> list[dict[str, int]]:
 @dataclass(frozen=True)
 class Sm90TileConfig:
     """Tiling of fa_sm90: block_m query rows per CTA (64 per consumer warpgroup),
-    block_n keys per K/V block, stages slots in the K/V ring."""
+    block_n keys per K/V block, stages slots in the K/V ring, q_buffers Q tiles (2:
+    the next tile's Q loads while this one runs; 1: O is staged in the tile's own Q
+    buffer, where two Q tiles, the ring and O's staging do not fit, as at D = 256)."""
 
     block_m: int
     block_n: int
     stages: int
+    q_buffers: int = 2
 
     def __post_init__(self) -> None:
         if self.block_m % ROWS_PER_CONSUMER or self.block_m // ROWS_PER_CONSUMER not in (2, 3):
             raise ValueError(f"fa_sm90: block_m {self.block_m} must be 2 or 3 consumer "
                              f"warpgroups of {ROWS_PER_CONSUMER} rows")
+        if self.q_buffers not in (1, 2):
+            raise ValueError(f"fa_sm90: q_buffers {self.q_buffers} must be 1 or 2")
 
     @property
     def consumer_warpgroups(self) -> int:
