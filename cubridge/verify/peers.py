@@ -22,8 +22,9 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
   built once per shape, compiled (Triton, or the FLASH backend of
   flash-attn-4); `flex_impl` runs it eager by default (works on CPU). Where
   the first call fails as its users' would, the next step they take: Triton
-  with smaller tiles (out of shared memory), FLASH with the mods rewritten
-  around what its code generator lacks (cubridge.verify.flash_forms);
+  with smaller tiles (out of shared memory), FLASH with a BlockMask of the key
+  block its error names (its D = 256 tile) or with the mods rewritten around
+  what its code generator lacks (cubridge.verify.flash_forms);
 - fa4: FlashAttention-4 where its flags express the variant (causal,
   window_size for causal windows and bands, softcap), on Q scaled where the score
   has a factor no key changes; it imports lazily and says so when not installed.
@@ -32,6 +33,7 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
 from __future__ import annotations
 
 import importlib.util
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -327,14 +329,15 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
         if tabled:
             mods = BoundMods(problem.precomputed_score_mod, mods.mask_mod)
 
-        def flex_kwargs(mods: BoundMods) -> dict[str, object]:
+        def flex_kwargs(mods: BoundMods, kv_block: int | None = None) -> dict[str, object]:
             block_mask = None
             if mods.mask_mod is not None and problem.structure != "full":
                 # Once per shape, untimed: what a user does before the first call.
+                size = {} if kv_block is None else {"BLOCK_SIZE": (128, kv_block)}
                 block_mask = create_block_mask(
                     mods.mask_mod, s.b if problem.depends_on_batch else None,
                     s.hq if problem.depends_on_head else None, s.sq, s.sk,
-                    device=problem.device)
+                    device=problem.device, **size)
             kwargs = dict(score_mod=mods.score_mod, block_mask=block_mask,
                           scale=problem.scale, enable_gqa=s.hq != s.hk)
             return {**kwargs, "kernel_options": options} if options else kwargs
@@ -387,22 +390,39 @@ def fit_triton_tiles(call: Callable[..., object], kwargs: dict[str, object],
                                                 "ran out of shared memory)") if p)
 
 
+# Flex FLASH's error where the BlockMask's key blocks do not tile its kernel's (at
+# D = 256 its Hopper kernel takes 80 keys a block, the default BlockMask 128).
+_FLASH_TILE_N = re.compile(r"sparse_block_size\[1\] to be a multiple of tile_n=(\d+)")
+
+
 def fit_flash_mods(call: Callable[..., object], kwargs: dict[str, object], note: str,
-                   mods: BoundMods, remake: Callable[[BoundMods], dict[str, object]],
+                   mods: BoundMods, remake: Callable[..., dict[str, object]],
                    device: torch.device) -> tuple[dict[str, object], str]:
-    """(kwargs, note) with which Flex FLASH runs `call`: as given, or with the mods
-    in the form its users must write for it (cubridge.verify.flash_forms) where
-    the first call (the compile) fails. Where that form fails too, the error
-    says both."""
+    """(kwargs, note) with which Flex FLASH runs `call`: as given; with a BlockMask
+    of the key block its error names (`remake(mods, kv_block)`), as the error tells
+    its users; or with the mods in the form its users must write for it
+    (cubridge.verify.flash_forms, `remake(mods)`) where the first call (the
+    compile) fails. Where that form fails too, the error says both."""
     try:
         call(**kwargs)
         return kwargs, note
     except Exception as exc:  # noqa: BLE001 - the rewrite is what a user tries next
         first = exc
+    tile_n = _FLASH_TILE_N.search(str(first))
+    resize: dict[str, int] = {}
+    if tile_n is not None:
+        resize = {"kv_block": int(tile_n.group(1))}
+        resized = remake(mods, **resize)
+        sized = f"BlockMask of {resize['kv_block']}-key blocks, the key tile its error names"
+        try:
+            call(**resized)
+            return resized, "; ".join(p for p in (note, sized) if p)
+        except Exception as exc:  # noqa: BLE001 - the mods' form next, at that block
+            first = exc
     try:
         form = BoundMods(flash_form(mods.score_mod, True, device),
                          flash_form(mods.mask_mod, False, device))
-        rewritten = remake(form)
+        rewritten = remake(form, **resize)
         call(**rewritten)
     except Exception as exc:  # noqa: BLE001 - reported with the first error
         raise RuntimeError(f"{error_summary(first, 120)}; rewritten as its users must "

@@ -45,8 +45,8 @@ def test_outline_finds_roles_and_synchronisation() -> None:
     roles = {name: m.role for name, m in o.methods.items()}
     assert roles["producer"] == "worker" and roles["consumer"] == "worker"
     assert roles["run"] == "setup"
-    assert o.config == {"block_m": 128, "block_n": 128, "stages": 2, "num_sms": 132,
-                        "causal": False}
+    assert o.config == {"block_m": 128, "block_n": 128, "stages": 2, "q_buffers": 2,
+                        "num_sms": 132, "causal": False}
     text = show(FaSm90)
     assert "self.k_empty[i].wait(slot.phase)" in text
     assert "self.gemm_async(q, self.k_s[slot.index], s_acc, trans_b=True" in text

@@ -120,3 +120,36 @@ def test_the_peer_retries_with_the_form_and_says_so_or_says_why_not():
     with pytest.raises(RuntimeError, match=r"(?s)TensorSSA.*; rewritten as its users.*TensorSSA"):
         fit_flash_mods(always_fails, original, "", mods, remake, CPU)
     assert fit_flash_mods(lambda **kw: None, original, "n", mods, remake, CPU) == (original, "n")
+
+
+def test_the_peer_retries_with_the_key_block_its_error_names():
+    """At D = 256 Flex FLASH's Hopper kernel tiles keys by 80 and refuses the default
+    128-key BlockMask, saying so; its users then build the BlockMask with 80-key
+    blocks, and so does the peer, before any rewrite of the mods."""
+    mods = BoundMods(None, natten_like)
+    made = []
+
+    def remake(m, kv_block=None):
+        made.append((m.mask_mod is natten_like, kv_block))
+        return {"mask": m.mask_mod, "kv_block": kv_block}
+
+    def flash_tiles_by_80(**kw):
+        if kw.get("kv_block") is None or kw["kv_block"] % 80:
+            raise ValueError("Block sparsity requires sparse_block_size[1] to be a multiple "
+                             "of tile_n=80.")
+
+    kwargs, note = fit_flash_mods(flash_tiles_by_80, {"mask": natten_like}, "BlockMask", mods,
+                                  remake, CPU)
+    assert kwargs == {"mask": natten_like, "kv_block": 80} and made == [(True, 80)]
+    assert note == "BlockMask; BlockMask of 80-key blocks, the key tile its error names"
+
+    def flash_lacks_maximum_too(**kw):
+        flash_tiles_by_80(**kw)
+        if kw["mask"] is natten_like:
+            raise RuntimeError("UNSUPPORTED CUTEDSL OPERATION: 'maximum'")
+
+    made.clear()
+    kwargs, note = fit_flash_mods(flash_lacks_maximum_too, {"mask": natten_like}, "", mods,
+                                  remake, CPU)
+    assert kwargs["mask"] is not natten_like and kwargs["kv_block"] == 80
+    assert made == [(True, 80), (False, 80)] and "'maximum'" in note
