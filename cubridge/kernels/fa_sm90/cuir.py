@@ -34,7 +34,10 @@ to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
   wait_group(0), release V, rescale O if a row max moved, P. Then release Q,
   open the next tile (wait for its Q buffer's word: index -1 ends the CTA) and
   issue the last PV with the next tile's first S under one token hold,
-  epilogue, wait_group(0) for that S.
+  epilogue, wait_group(0) for that S. With one Q buffer (q_buffers=1, D = 256:
+  two Q tiles, the ring and O's staging tile do not fit shared memory) the CUDA
+  stages O in the tile's own Q buffer, so the last PV goes alone, then the
+  epilogue, then Q is released and the next tile's Q awaited, its first S alone.
 
 Softmax in exp2 with the lazy rescale: a row max moves only when a block raises
 it by more than RESCALE_THRESHOLD (CUBRIDGE_RESCALE_THRESHOLD, log2 units). A
@@ -55,7 +58,8 @@ mid-phase as on the GPU (`open_at_exit`).
 What the IR leaves out (the same values either way): Q, K and V arrive as one
 TMA box each instead of 64-column panels on the same barrier; the epilogue
 writes O from registers instead of staging it in shared memory for a TMA store
-(o_s is allocated so that the shared-memory budget counts it; the epilogue's
+(o_s is allocated so that the shared-memory budget counts it, with two Q buffers;
+the epilogue's
 named barriers, proxy fence and store waits go with the staging; the CUDA's
 1024-byte tile alignment is not counted); `moved` is decided per warpgroup, not
 per warp (rows that keep their max have factor 1 either way); with two
