@@ -17,7 +17,7 @@ SPECS = sorted(p.stem for p in SPEC_DIR.glob("*.py"))
 ELEMENTWISE = {"relu_causal", "sigmoid_causal", "comb_prefix_softcap_sigmoid",
                "relu_squared_causal", "sigmoid_log_bias"}
 # a softcap is not a bias: SDPA cannot take it
-NOT_ADDITIVE = {"softcap_causal", "softcap_sliding_window"}
+NOT_ADDITIVE = {"softcap_causal", "softcap_sliding_window", "gemma2_global", "gemma2_local"}
 NO_MODS = {"cosine", "mla", "learnable_sink", "softmax_one", "gated_output",
            "differential"}  # references beyond what mods describe
 
