@@ -424,6 +424,15 @@ class FaSm90(AttentionKernelBase):
             slot.advance()
             return pv
 
+        def last_pv_alone(prev: PendingPv) -> None:
+            """A tile's last PV product, with no next S product beside it."""
+            self.v_full[prev.index].wait(prev.phase)
+            take_token()
+            gemm_pv(prev)
+            pass_token()
+            self.wait_group(0)
+            self.v_empty[prev.index].arrive()
+
         def open_tile(it: int) -> OpenTile | None:
             """The it-th tile of this CTA: wait for its Q buffer; None: no more."""
             qb = it % self.q_buffers
@@ -459,12 +468,7 @@ class FaSm90(AttentionKernelBase):
                 # O is staged in this tile's Q buffer: the last PV, the epilogue, and
                 # Q released after its store; then the next tile's first S alone
                 if prev is not None:
-                    self.v_full[prev.index].wait(prev.phase)
-                    take_token()
-                    gemm_pv(prev)
-                    pass_token()
-                    self.wait_group(0)
-                    self.v_empty[prev.index].arrive()
+                    last_pv_alone(prev)
                 self.epilogue(softmax, o_acc, b, h, row0, rows)
                 self.q_empty[cur.qb].arrive()
                 nxt = open_tile(it + 1)
@@ -489,12 +493,7 @@ class FaSm90(AttentionKernelBase):
                 self.wait_group(1)  # the last PV retired; the next tile's S is in flight
                 self.v_empty[prev.index].arrive()
             elif prev is not None:  # the CTA's last tile, or the next visits no block
-                self.v_full[prev.index].wait(prev.phase)
-                take_token()
-                gemm_pv(prev)
-                pass_token()
-                self.wait_group(0)
-                self.v_empty[prev.index].arrive()
+                last_pv_alone(prev)
             elif nxt is not None and next_live:  # this tile visits no block
                 first = issue(q_rows(nxt), None)
             self.epilogue(softmax, o_acc, b, h, row0, rows)

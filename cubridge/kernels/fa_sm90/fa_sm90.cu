@@ -1961,20 +1961,34 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
   int sigmoid_form = kSigmoidTail;  // (this warp's; kSigmoidOneSfu)
   TileTrace trace;
   TileTrace::cta_time(0, thread, consumer);
-  OpenTile cur = open_tile(P, sh, iter);
-  // The S product of a tile's first block is issued before the previous tile's
-  // epilogue (below, except for the CTA's first tile), so that the tensor cores
-  // have work across tile boundaries.
-  if (cur.live) {
+  // A tile's first S product issued alone (no PV product goes with it), and its
+  // first block's BlockInfo word read.
+  auto first_s_alone = [&](OpenTile& t) __attribute__((always_inline)) {
     mbar_wait(&sh.k_full[slot.index], slot.phase);
-    cur.info = sh.block_info[slot.index];
+    t.info = sh.block_info[slot.index];
     take_mma_token(consumer);
-    gemm_qk(s, sh, cur.qb, slot.index, consumer);
+    gemm_qk(s, sh, t.qb, slot.index, consumer);
     wgmma_commit();
     pass_mma_token(consumer);
     wgmma_wait<0>();
     fence_operands(s);
-  }
+  };
+  // A tile's last PV product issued alone (no next S product goes with it).
+  auto last_pv_alone = [&](const RingSlot& pv, bool o_written) __attribute__((always_inline)) {
+    mbar_wait(&sh.v_full[pv.index], pv.phase);
+    take_mma_token(consumer);
+    gemm_pv(o, pf, sh, pv.index, o_written);
+    wgmma_commit();
+    pass_mma_token(consumer);
+    wgmma_wait<0>();
+    fence_operands(o);
+    release(&sh.v_empty[pv.index], thread);
+  };
+  OpenTile cur = open_tile(P, sh, iter);
+  // The S product of a tile's first block is issued before the previous tile's
+  // epilogue (below, except for the CTA's first tile and with one Q buffer), so that
+  // the tensor cores have work across tile boundaries.
+  if (cur.live) first_s_alone(cur);
   RowStaged rows;  // this tile's staged query reads for the thread's two rows
   while (true) {
     trace.open(consumer, iter, thread, cur.t);
@@ -2149,16 +2163,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       // One Q buffer: the last PV product, then the epilogue stages O in this tile's
       // Q rows of the consumer, and Q is released once the store has read them; only
       // then can the next tile's Q land and its first S product be issued.
-      if (live_at_end) {
-        trace.wait(kTraceWaitV, &sh.v_full[pv.index], pv.phase);
-        trace.take_token(consumer);
-        gemm_pv(o, pf, sh, pv.index, o_written);
-        wgmma_commit();
-        pass_mma_token(consumer);
-        wgmma_wait<0>();
-        fence_operands(o);
-        release(&sh.v_empty[pv.index], thread);
-      }
+      if (live_at_end) last_pv_alone(pv, o_written);
       epilogue(P, sh, cur.tile, cur.qb, consumer, thread, pos, o, live_at_end, rows_out,
                &trace);
       if (thread == 0) tma_store_wait_read();
@@ -2168,16 +2173,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
       load_row_staged(rows, p, next.tile,
                       next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
       rows.ahead = true;
-      if (next.live) {
-        trace.wait(kTraceWaitK, &sh.k_full[slot.index], slot.phase);
-        next.info = sh.block_info[slot.index];
-        trace.take_token(consumer);
-        gemm_qk(s, sh, next.qb, slot.index, consumer);
-        wgmma_commit();
-        pass_mma_token(consumer);
-        wgmma_wait<0>();
-        fence_operands(s);
-      }
+      if (next.live) first_s_alone(next);
     } else {
       // Q of this tile is no longer read by this consumer.
       release(&sh.q_empty[cur.qb], thread);
@@ -2217,23 +2213,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
         fence_operands(s);
       } else {  // the CTA's last tile, or one without live key blocks
         if (live_at_end) {
-          mbar_wait(&sh.v_full[pv.index], pv.phase);
-          take_mma_token(consumer);
-          gemm_pv(o, pf, sh, pv.index, o_written);
-          wgmma_commit();
-          pass_mma_token(consumer);
-          wgmma_wait<0>();
-          fence_operands(o);
-          release(&sh.v_empty[pv.index], thread);
+          last_pv_alone(pv, o_written);
         } else if (next.live) {
-          mbar_wait(&sh.k_full[slot.index], slot.phase);
-          next.info = sh.block_info[slot.index];
-          take_mma_token(consumer);
-          gemm_qk(s, sh, next.qb, slot.index, consumer);
-          wgmma_commit();
-          pass_mma_token(consumer);
-          wgmma_wait<0>();
-          fence_operands(s);
+          first_s_alone(next);
         }
         epilogue(P, sh, cur.tile, cur.qb, consumer, thread, pos, o, live_at_end, rows_out);
       }
