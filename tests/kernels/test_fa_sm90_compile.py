@@ -269,3 +269,28 @@ def test_t5_buckets_read_a_distance_table_within_the_register_budget():
     compiled = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header.text)
     spill = compiled.resources_of(fa_sm90.metadata.entry).spill_bytes
     assert spill <= SPILL_BUDGET_BYTES, f"{spill} B of spills"
+
+
+@pytest.mark.slow  # nvcc builds, run together
+@pytest.mark.nvcc
+def test_heavy_variants_build_within_the_budget_at_head_dim_256():
+    """At D = 256 (64-key blocks, O staged in the one Q buffer) the examples with the
+    most per-score work and staging build within the register budget, with the
+    pipeline clean: the pair-read biases (their pair tile of its own), the distance
+    tables, the staged document ids, the capped sigmoid and the dense mask table
+    (its staging in O's rows off: O lives in Q there)."""
+    from cubridge.bench.commands import load_specs
+    from cubridge.build.resources import SPILL_BUDGET_BYTES
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.transfer.hooks import plan_hooks
+
+    names = ["graph_edge_bias", "pair_bias", "relative_position", "t5_relative_bias",
+             "document_causal", "comb_prefix_softcap_sigmoid", "graph_mask"]
+    headers = [generate_header(plan_hooks(spec, table_block=fa_sm90.table_block(256))).text
+               for spec in load_specs(names)]
+    builds = build_all([functools.partial(fa_sm90.compile, 256, torch.bfloat16, "sm_90a",
+                                          hooks_header=h) for h in headers])
+    for name, compiled in zip(names, builds, strict=True):
+        res = compiled.resources_of(fa_sm90.entry)
+        assert res.spill_bytes <= SPILL_BUDGET_BYTES, f"{name}: {res}"
+        assert not PTXAS_NOTES.findall(compiled.log), f"{name}: {PTXAS_NOTES.findall(compiled.log)}"
