@@ -111,10 +111,12 @@ def mapped_ranges(data: dict[str, Any] | None, methods: list[str]) -> list[list[
 # Each library entry keeps the lift of its kernel beside it (correspondence.json):
 # per IR method, the file that defines it (the entry's cuir.py, or the shared
 # cubridge/ir modules its class inherits from), its lines there and the CUDA line
-# ranges it describes, each range with the text of its first and last line. The
-# texts make staleness checkable: an edit of the CUDA or the CuIR that moves a
-# recorded line is caught (`stale_entries`), and `refresh` relocates the ranges
-# by their texts for a person to review.
+# ranges it describes, each range with the text of its first and last line (with
+# its indentation: a function's closing brace is not a nested block's). The texts
+# make staleness checkable: an edit of the CUDA or the CuIR that moves a recorded
+# line is caught (`stale_entries`), and `refresh` relocates the ranges by their
+# texts for a person to review. Records whose anchors were stripped of their
+# indentation still match, by the stripped text.
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORRESPONDENCE_FILE = "correspondence.json"
@@ -143,7 +145,14 @@ def dumps(data: dict[str, Any]) -> str:
 
 
 def _line(lines: list[str], n: int) -> str:
-    return lines[n - 1].strip() if 1 <= n <= len(lines) else ""
+    return lines[n - 1].rstrip() if 1 <= n <= len(lines) else ""
+
+
+def _matches(line: str, anchor: str) -> bool:
+    """A line is its anchor's text, indentation included (an anchor recorded
+    without indentation, by an older record, matches by the stripped text)."""
+    line = line.rstrip()
+    return line == anchor or (anchor == anchor.lstrip() and line.strip() == anchor)
 
 
 def stale_entries(data: dict[str, Any], cuda_source: str) -> list[str]:
@@ -160,7 +169,7 @@ def stale_entries(data: dict[str, Any], cuda_source: str) -> list[str]:
             problems.append(f"{name}: now at lines {span[0]}-{span[1]} of {e['ir_file']}, "
                             f"recorded {e['ir_lines'][0]}-{e['ir_lines'][1]}")
         for (a, b), (first, last) in zip(e["cuda_lines"], e["anchors"], strict=True):
-            if _line(lines, a) != first or _line(lines, b) != last:
+            if not (_matches(_line(lines, a), first) and _matches(_line(lines, b), last)):
                 problems.append(f"{name}: CUDA lines {a}-{b} no longer start with {first!r} "
                                 f"and end with {last!r}")
     return problems
@@ -187,7 +196,11 @@ def record(entries: list[dict[str, Any]], cuda_source: str, kernel_source: str
 
 
 def _nearest(lines: list[str], text: str, near: int, lo: int = 1) -> int | None:
-    hits = [i + 1 for i, line in enumerate(lines) if line.strip() == text and i + 1 >= lo]
+    """The line at or after `lo` nearest `near` whose text is the anchor's, the
+    indentation included where any line has it so (else by the stripped text)."""
+    exact = [i + 1 for i, line in enumerate(lines) if line.rstrip() == text and i + 1 >= lo]
+    hits = exact or [i + 1 for i, line in enumerate(lines)
+                     if _matches(line, text) and i + 1 >= lo]
     return min(hits, key=lambda n: abs(n - near)) if hits else None
 
 

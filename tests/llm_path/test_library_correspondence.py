@@ -60,3 +60,20 @@ def test_a_line_refresh_cannot_find_stays_stale():
     assert any(m.startswith("epilogue:") for m in lost)
     assert next(e for e in new["correspondence"] if e["method"] == "epilogue") == epilogue
     assert any(p.startswith("epilogue:") for p in stale_entries(new, edited))
+
+
+def test_refresh_finds_a_functions_own_closing_brace():
+    """A range that ends a function ends at the function's `}`: lines added inside
+    the function move that brace away from its recorded line, and nested blocks'
+    braces then sit nearer to it. The anchor's indentation tells them apart."""
+    kernel = next(k for k in list_kernels() if k.name == "fa_sm90")
+    data = json.loads(library_correspondence_path(kernel).read_text())
+    lines = kernel.source.read_text().splitlines()
+    consumer = next(e for e in data["correspondence"] if e["method"] == "consumer")
+    ((first, last),) = consumer["cuda_lines"]
+    assert consumer["anchors"][0][1] == "}" and lines[last - 1] == "}"
+    grown = lines[:last - 1] + ["  // (added)"] * 12 + lines[last - 1:]
+    new, lost = refresh(data, "\n".join(grown) + "\n")
+    assert not lost
+    moved = next(e for e in new["correspondence"] if e["method"] == "consumer")
+    assert moved["cuda_lines"] == [[first, last + 12]]
