@@ -414,9 +414,10 @@ def fit_flash_mods(call: Callable[..., object], kwargs: dict[str, object], note:
         resize = {"kv_block": int(tile_n.group(1))}
         resized = remake(mods, **resize)
         sized = f"BlockMask of {resize['kv_block']}-key blocks, the key tile its error names"
+        note = "; ".join(p for p in (note, sized) if p)
         try:
             call(**resized)
-            return resized, "; ".join(p for p in (note, sized) if p)
+            return resized, note
         except Exception as exc:  # noqa: BLE001 - the mods' form next, at that block
             first = exc
     try:

@@ -153,3 +153,4 @@ def test_the_peer_retries_with_the_key_block_its_error_names():
                                   remake, CPU)
     assert kwargs["mask"] is not natten_like and kwargs["kv_block"] == 80
     assert made == [(True, 80), (False, 80)] and "'maximum'" in note
+    assert "BlockMask of 80-key blocks" in note

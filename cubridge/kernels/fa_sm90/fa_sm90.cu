@@ -397,9 +397,8 @@ struct PairTile<false> {
 template <bool kOwnTile>
 struct OStagingTile : SwizzledTile<kBlockM> {};
 template <>
-struct OStagingTile<false> {
+struct OStagingTile<false> {  // (base(): read only under staging switches off here)
   __device__ __forceinline__ uint32_t base() const { return 0u; }
-  __device__ __forceinline__ void* panel(int) { return nullptr; }
 };
 
 template <int kKeyReads>
