@@ -50,7 +50,11 @@ LLAMA31_405B = HeadConfig("llama31_405b", 128, 8, 128)
 # Head dim 256 (Gemma 2 9B: soft-capped scores; Gemma 3 12B: the same heads, no cap).
 GEMMA2_9B = HeadConfig("gemma2_9b", 16, 8, 256)
 GEMMA3_12B = HeadConfig("gemma3_12b", 16, 8, 256)
-HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B, GEMMA2_9B, GEMMA3_12B)}
+# DeepSeek-V3's MLA at prefill, decompressed: 128 heads, each with its own K/V head,
+# QK head dim 192 (128 + 64 rotary), V head dim 128.
+DEEPSEEK_V3 = HeadConfig("deepseek_v3", 128, 128, 192, 128)
+HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B, GEMMA2_9B, GEMMA3_12B,
+                                    DEEPSEEK_V3)}
 
 
 @dataclass(frozen=True)

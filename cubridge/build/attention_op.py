@@ -9,7 +9,7 @@ torch.compile; the kernel to run is named by its cubin's cache key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,9 +110,12 @@ class AttentionKernel:
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dims: Sequence[int],
                  dtypes: Sequence[torch.dtype], aux: Sequence[torch.Tensor] = (),
-                 what: str = "attention") -> None:
+                 what: str = "attention",
+                 v_head_dims: Mapping[int, Sequence[int]] | None = None) -> None:
     """Clear errors for layouts and dtypes the kernels cannot take (cubridge.attention
-    conventions: q [B,Hq,Sq,D], k/v [B,Hk,Sk,D], Hq a multiple of Hk)."""
+    conventions: q [B,Hq,Sq,D], k [B,Hk,Sk,D], v [B,Hk,Sk,Dv], Hq a multiple of Hk).
+    Dv is D unless `v_head_dims` maps D to the V head dims taken beside it (then
+    `head_dims` may leave D out)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"{what}: {name} must be 4-D [B, H, S, D], got shape {tuple(t.shape)}")
@@ -134,13 +137,18 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dims: S
     if not (q.device == k.device == v.device):
         raise ValueError(f"{what}: q, k, v are on different devices")
     b, hq, _, d = q.shape
-    if d not in head_dims:
-        raise ValueError(f"{what}: head dim {d} not supported; supported: {list(head_dims)}")
+    v_dims = dict(v_head_dims or {})
+    if d not in head_dims and d not in v_dims:
+        raise ValueError(f"{what}: head dim {d} not supported; supported: "
+                         f"{sorted({*head_dims, *v_dims})}")
     if k.shape[0] != b or v.shape[0] != b:
         raise ValueError(f"{what}: batch sizes differ: q {b}, k {k.shape[0]}, v {v.shape[0]}")
-    if k.shape[3] != d or v.shape[3] != d:
-        raise ValueError(f"{what}: k and v head dims must equal q's ({d}); got "
-                         f"{k.shape[3]} and {v.shape[3]}")
+    if k.shape[3] != d:
+        raise ValueError(f"{what}: k's head dim must equal q's ({d}); got {k.shape[3]}")
+    allowed_v = list(v_dims.get(d, (d,)))
+    if v.shape[3] not in allowed_v:
+        raise ValueError(f"{what}: v's head dim {v.shape[3]} is not one taken with a QK "
+                         f"head dim of {d} ({' or '.join(map(str, allowed_v))})")
     if k.shape[1:3] != v.shape[1:3]:
         raise ValueError(f"{what}: k {tuple(k.shape)} and v {tuple(v.shape)} differ in heads "
                          "or length")

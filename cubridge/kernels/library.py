@@ -94,7 +94,7 @@ class KernelMetadata:
     min_arch: str
     archs: tuple[str, ...]
     compile_only_archs: tuple[str, ...]
-    head_dims: tuple[int, ...]
+    head_dims: tuple[int, ...]  # QK = V head dims
     dtypes: tuple[torch.dtype, ...]
     normalizers: tuple[str, ...]
     returns_lse: bool
@@ -103,8 +103,28 @@ class KernelMetadata:
     device_note: str  # what the LLM prompts say about the target device
     priority: int  # selection order among entries that fit (higher first)
     kernel_class: str  # "module:Class" of a LibraryKernel subclass, or ""
+    # (QK, V) head dims that differ, built by the source as they are (MLA's 192/128),
+    # each with its tile config: metadata.json's "head_dim_pairs" ({"192/128": {...}})
+    pair_configs: Mapping[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
 
-    def config(self, head_dim: int) -> Any:
+    def supports_dims(self, head_dim: int, head_dim_v: int | None = None) -> bool:
+        """Whether the source builds these head dims as they are (no edit)."""
+        if head_dim_v in (None, head_dim):
+            return head_dim in self.head_dims
+        return (head_dim, head_dim_v) in self.pair_configs
+
+    def dims_text(self) -> str:
+        """The head dims the entry builds: "64, 128 (QK = V); QK/V 192/128"."""
+        text = f"{', '.join(map(str, self.head_dims))} (QK = V)"
+        pairs = ", ".join(f"{d}/{dv}" for d, dv in sorted(self.pair_configs))
+        return f"{text}; QK/V {pairs}" if pairs else text
+
+    def config(self, head_dim: int, head_dim_v: int | None = None) -> Any:
+        if head_dim_v not in (None, head_dim):
+            if (head_dim, head_dim_v) not in self.pair_configs:
+                raise ValueError(f"kernel {self.name}: no tile config for QK/V head dims "
+                                 f"{head_dim}/{head_dim_v} (builds {self.dims_text()})")
+            return self.pair_configs[(head_dim, head_dim_v)]
         if head_dim not in self.configs:
             raise ValueError(f"kernel {self.name}: no tile config for head dim {head_dim} "
                              f"(has {sorted(self.configs)})")
@@ -173,6 +193,23 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
     missing = [d for d in head_dims if d not in configs]
     if missing:
         raise ValueError(f"{path}: head dims {missing} have no entry in 'configs'")
+    pair_configs = {}
+    for dims, c in raw.get("head_dim_pairs", {}).items():
+        try:
+            d, dv = (int(x) for x in str(dims).split("/"))
+        except ValueError:
+            raise ValueError(f"{path}: 'head_dim_pairs' keys are QK/V head dims such as "
+                             f"'192/128', got {dims!r}") from None
+        if d == dv:
+            raise ValueError(f"{path}: 'head_dim_pairs' {dims!r} has equal head dims: "
+                             "list it in 'head_dims'")
+        try:
+            pair_configs[(d, dv)] = config_type(**c)
+        except TypeError as exc:
+            raise ValueError(f"{path}: bad tile config for {config_type.__name__} in "
+                             f"'head_dim_pairs' {dims!r}: {exc}") from exc
+    if pair_configs and "head_dim_v" not in field("defines"):
+        raise ValueError(f"{path}: 'head_dim_pairs' needs a 'head_dim_v' macro in 'defines'")
     normalizers = tuple(raw.get("normalizers", ("softmax",)))
     bad = [n for n in normalizers if n not in NORMALIZERS]
     if bad:
@@ -207,6 +244,7 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
         device_note=str(raw.get("device_note", field("min_arch"))),
         priority=int(raw.get("priority", 0)),
         kernel_class=str(raw.get("class", "")),
+        pair_configs=pair_configs,
     )
 
 
@@ -276,23 +314,24 @@ class LibraryKernel:
         path = self.directory / "correspondence.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def config(self, head_dim: int) -> Any:
-        """The entry's tile config for `head_dim` (a `config_type`)."""
-        return self.metadata.config(head_dim)
+    def config(self, head_dim: int, head_dim_v: int | None = None) -> Any:
+        """The entry's tile config for these head dims (a `config_type`)."""
+        return self.metadata.config(head_dim, head_dim_v)
 
-    def default_config(self, head_dim: int, *, masked: bool = True) -> Any:
+    def default_config(self, head_dim: int, *, masked: bool = True,
+                       head_dim_v: int | None = None) -> Any:
         """The config a build gets when none is given: the metadata's, unless the
         entry tiles unmasked builds (its default hooks without causal) otherwise."""
-        return self.config(head_dim)
+        return self.config(head_dim, head_dim_v)
 
-    def cuir_config(self, head_dim: int) -> dict[str, Any]:
-        """The CuIR program's constructor arguments for `head_dim`."""
-        return self.config(head_dim).cuir_kwargs()
+    def cuir_config(self, head_dim: int, head_dim_v: int | None = None) -> dict[str, Any]:
+        """The CuIR program's constructor arguments for these head dims."""
+        return self.config(head_dim, head_dim_v).cuir_kwargs()
 
-    def table_block(self, head_dim: int) -> tuple[int, int]:
+    def table_block(self, head_dim: int, head_dim_v: int | None = None) -> tuple[int, int]:
         """The tile (query rows, keys) of the host-side block tables the hooks
         read: the rows the kernel classifies at once by its key block."""
-        cfg = self.config(head_dim)
+        cfg = self.config(head_dim, head_dim_v)
         return cfg.table_rows, cfg.block_n
 
     # -- selection --------------------------------------------------------------------
@@ -304,10 +343,12 @@ class LibraryKernel:
         meta = self.metadata
         if arch is not None and arch_number(arch) < arch_number(meta.min_arch):
             return f"needs {meta.min_arch} or newer (have {arch})"
-        if head_dim is not None and head_dim not in meta.head_dims:
-            return f"head dim {head_dim} not among {list(meta.head_dims)}"
-        if head_dim_v is not None and head_dim_v != head_dim:
-            return f"V head dim {head_dim_v} differs from QK's {head_dim}"
+        if head_dim is not None and not meta.supports_dims(head_dim, head_dim_v):
+            if head_dim_v in (None, head_dim):
+                return f"head dim {head_dim} not among {meta.dims_text()}"
+            return f"QK/V head dims {head_dim}/{head_dim_v} not among {meta.dims_text()}"
+        if head_dim is None and head_dim_v is not None:
+            return f"V head dim {head_dim_v} without a QK head dim"
         if dtype is not None and dtype not in meta.dtypes:
             return f"dtype {dtype} not among {[str(d) for d in meta.dtypes]}"
         if normalizer is not None:
@@ -337,7 +378,7 @@ class LibraryKernel:
                              f"(have {meta.head_dims})")
         if dtype not in meta.dtypes:
             raise TypeError(f"{self.name}: dtype {dtype} not supported (have {meta.dtypes})")
-        base = meta.configs.get(head_dim) or next(iter(meta.configs.values()))
+        base = self._base_config(head_dim, head_dim_v)
         cfg = config or base
         if not isinstance(cfg, self.config_type):
             raise TypeError(f"{self.name}: tile config must be a {self.config_type.__name__}, "
@@ -409,10 +450,18 @@ class LibraryKernel:
         target program's config) keeps the fields of the entry's config type;
         missing ones come from the metadata."""
         fields = [f.name for f in dataclasses.fields(self.config_type)]
-        base = self.metadata.configs.get(head_dim) or next(iter(self.metadata.configs.values()))
+        base = self._base_config(head_dim, head_dim_v)
         chosen = {f: int((config or {}).get(f, getattr(base, f))) for f in fields}
         return KernelBuild(head_dim, None if head_dim_v in (None, head_dim) else head_dim_v,
                            tuple(sorted(chosen.items())), causal)
+
+    def _base_config(self, head_dim: int, head_dim_v: int | None) -> Any:
+        """The metadata's config for these head dims; for dims the source does not
+        build as they are (an LLM edit's), its config at head_dim or its first."""
+        meta = self.metadata
+        if meta.supports_dims(head_dim, head_dim_v):
+            return meta.config(head_dim, head_dim_v)
+        return meta.configs.get(head_dim) or next(iter(meta.configs.values()))
 
     def attention_kernel(self, compiled: CompiledKernel, head_dim: int,
                          dtype: torch.dtype) -> AttentionKernel:
@@ -458,7 +507,7 @@ class LibraryKernel:
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"{self.name}: scale must be a positive finite number, got {scale}")
-        kernel, key, softmax = _eager(_registered_launchable)(self, q, causal, hooks_header,
+        kernel, key, softmax = _eager(_registered_launchable)(self, q, v, causal, hooks_header,
                                                               source)
         if out is None and lse is None:
             out, lse = call_attention_fwd(q, k, v, aux_list, scale, key)
@@ -492,16 +541,21 @@ def _compiler_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _check_inputs(kernel: LibraryKernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   aux: list[torch.Tensor]) -> None:
     meta = kernel.metadata
-    check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux, what=kernel.name)
+    v_dims: dict[int, list[int]] = {d: [d] for d in meta.head_dims}
+    for d, dv in meta.pair_configs:
+        v_dims.setdefault(d, []).append(dv)
+    check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux, what=kernel.name,
+                 v_head_dims=v_dims)
 
 
-def _registered_launchable(kernel: LibraryKernel, q: torch.Tensor, causal: bool,
-                           hooks_header: str | None, source: str | None
+def _registered_launchable(kernel: LibraryKernel, q: torch.Tensor, v: torch.Tensor,
+                           causal: bool, hooks_header: str | None, source: str | None
                            ) -> tuple[AttentionKernel, str, bool]:
-    """The build for q, its op key, and whether it writes an LSE."""
+    """The build for q and v, its op key, and whether it writes an LSE."""
     device = require_cuda_device(q.device)
+    dv = v.shape[3] if v.shape[3] != q.shape[3] else None
     built = kernel.launchable(q.shape[3], q.dtype, device_arch(device), causal=causal,
-                              hooks_header=hooks_header, source=source)
+                              hooks_header=hooks_header, source=source, head_dim_v=dv)
     return built, register(built), built.normalizer(device) == "softmax"
 
 

@@ -14,7 +14,10 @@ The format, as the model is told (prompts/edit_actions.md says the same):
     @@@ end
     @@@ delete 40..42
     @@@ end
+    @@@ keep
 
+- `@@@ keep`, alone in a reply, says the file builds the target as it is (the
+  change is in the build's configuration only): no edit, on purpose.
 - A target is a line number `N`, a range `N..M` (inclusive), or an anchor
   `"text"`: the one line containing that text (it must be unique). Ranges may
   mix both: `"begin".."end"` runs from the anchor line to the first line at or
@@ -82,6 +85,7 @@ def parse_edits(reply: str) -> list[Edit]:
     """The edit actions in a reply, in order; an error names the reply line."""
     lines = reply.splitlines()
     edits: list[Edit] = []
+    keep = None  # the reply line of '@@@ keep'
     i = 0
     while i < len(lines):
         header = _HEADER.match(lines[i])
@@ -92,11 +96,16 @@ def parse_edits(reply: str) -> list[Edit]:
         rest = header["rest"]
         if rest == "end":
             raise ReplyParseError(f"{where}: '@@@ end' without an open edit")
+        if rest == "keep":
+            keep = keep or i + 1
+            i += 1
+            continue
         verb = _VERB.match(rest)
         if not verb:
             raise ReplyParseError(
                 f"{where}: unknown edit action {rest.split()[0] if rest else '(none)'!r} "
-                f"(use '@@@ replace', '@@@ insert after', '@@@ insert before' or '@@@ delete')"
+                f"(use '@@@ replace', '@@@ insert after', '@@@ insert before', '@@@ delete' "
+                f"or '@@@ keep')"
             )
         action = " ".join(verb["verb"].split())
         number = len(edits) + 1
@@ -131,10 +140,14 @@ def parse_edits(reply: str) -> list[Edit]:
         kept = () if action == "delete" else tuple(body)
         edits.append(Edit(number, action, start, end or None, kept, i + 1))  # type: ignore[arg-type]
         i = j + 1 if closed else j
-    if not edits:
+    if keep is not None and edits:
+        raise ReplyParseError(f"reply line {keep}: '@@@ keep' (no edit) in a reply with "
+                              f"{len(edits)} edit action(s): keep the file or edit it, not both")
+    if not edits and keep is None:
         raise ReplyParseError(
             "no edit actions in the reply (expected '@@@ replace N..M' / '@@@ insert after N' / "
-            "'@@@ insert before N' / '@@@ delete N..M' blocks, each closed by '@@@ end')"
+            "'@@@ insert before N' / '@@@ delete N..M' blocks, each closed by '@@@ end', or "
+            "'@@@ keep' where the file builds the target as it is)"
         )
     return edits
 

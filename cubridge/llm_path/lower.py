@@ -31,7 +31,7 @@ from cubridge.build.jobs import build_all, finished_builds
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES, KernelResources
 from cubridge.kernels import KernelBuild, LibraryKernel
-from cubridge.llm import LLMClient, ReplyParseError, apply_edits, parse_edits, run_generated
+from cubridge.llm import LLMClient, apply_edits, parse_edits, run_generated
 from cubridge.llm.loop import Rejected
 from cubridge.llm_path.context import aux_table, launch_abi, method_sources, source_regions
 from cubridge.llm_path.correspondence import mapped_ranges, render_correspondence
@@ -108,10 +108,10 @@ def source_resources(lib: LibraryKernel, builds: list[KernelBuild], dtype: torch
 
 def reference_build(lib: LibraryKernel, build: KernelBuild) -> KernelBuild:
     """The unmodified kernel's build a variant's build is measured against: the
-    same one, or for head dims the kernel lacks (MLA's 192/128) its build at
-    its largest head dim, with the same causality."""
-    d, dv = build.dims
-    if d == dv and d in lib.metadata.head_dims:
+    same one, or for head dims the kernel does not build as they are (MLA's
+    192/128 on an Ampere entry) its build at its largest head dim, with the same
+    causality."""
+    if lib.metadata.supports_dims(*build.dims):
         return build
     return replace(build, head_dim=max(lib.metadata.head_dims), head_dim_v=None)
 
@@ -129,7 +129,7 @@ def _budget_text(lib: LibraryKernel, source: dict[str, Any]) -> str:
     parts = []
     for name, res in source.items():
         d, dv = (int(x) for x in name[1:].split("_Dv"))
-        at = "" if d == dv and d in lib.metadata.head_dims else (
+        at = "" if lib.metadata.supports_dims(d, dv) else (
             f" (measured at its largest head dim, {max(lib.metadata.head_dims)})")
         parts.append(f"build {name}: the unmodified {lib.name}{at} uses {res.registers} registers "
                      f"per thread and spills {res.spill_text()}; the edited kernel may spill at "
@@ -230,10 +230,7 @@ def check_lowering(reply: str, lib: LibraryKernel, arch: str, builds: list[Kerne
     """Apply the reply's edits, compile every build and hold each to its spill
     budget (`budgets` by build name, from spill_budgets; SPILL_BUDGET_BYTES
     where none is given), then verify on the GPU where `gpu_check` is given."""
-    edits = parse_edits(reply)
-    if not edits:
-        raise ReplyParseError("no edit actions in the reply (blocks opened by '@@@ replace', "
-                              "'@@@ insert after', '@@@ insert before' or '@@@ delete')")
+    edits = parse_edits(reply)  # [] for '@@@ keep': the source builds the target as it is
     edited = apply_edits(lib.source.read_text(), edits)
     lowered = Lowered(edited, len(edits))
     compiled = []
@@ -318,11 +315,14 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
         lowered: Lowered = selection.best.value
         run_dir.write(SOURCE_FILE, lowered.source)
         run_dir.write("lower.json", json.dumps(lower_record(
-            kernel.name, "llm", [b.to_json() for b in builds], source_edited=True, arch=arch,
+            kernel.name, "llm", [b.to_json() for b in builds],
+            source_edited=lowered.edits > 0, arch=arch,
             ir_diff=description["diff"], resources=lowered.resources, spill_budgets=budgets,
             verification=lowered.verification, **selection.describe()), indent=1))
         rec.artifacts += [SOURCE_FILE, "lower.json"]
-        rec.summary = (f"LLM lowering of {kernel.source.name}: {lowered.edits} edit(s), "
+        edits = (f"{lowered.edits} edit(s)" if lowered.edits else
+                 "no edit (@@@ keep: the source builds the target as configured)")
+        rec.summary = (f"LLM lowering of {kernel.source.name}: {edits}, "
                        f"{lowered.verification}; {selection.timing}; {client.summary()}")
 
     rec = run_dir.run_stage(STAGE, key, body)

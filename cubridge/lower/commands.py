@@ -43,7 +43,8 @@ def _hooks(args: argparse.Namespace) -> int:
     try:
         spec = load(args.spec)
         kernel = select_for_spec(spec, args.arch or "sm_90a", args.kernel)
-        plan = plan_hooks(spec, table_block=kernel.table_block(spec.configs[0].d))
+        first = spec.configs[0]
+        plan = plan_hooks(spec, table_block=kernel.table_block(first.d, first.dv))
     except (SpecError, TraceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -55,7 +56,7 @@ def _hooks(args: argparse.Namespace) -> int:
     if args.verify:
         try:
             result = transfer_by_rules(spec, kernel.cuir_class(), out_dir=out, plan=plan,
-                                       config=kernel.cuir_config(spec.configs[0].d))
+                                       config=kernel.cuir_config(first.d, first.dv))
         except NotHookConfined as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

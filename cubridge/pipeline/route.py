@@ -71,14 +71,13 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
     probe_mods(spec)
     meta = kernel.metadata
     dims = sorted({(c.d, c.head_dim_v) for c in spec.configs})
-    bad = [f"{d}/{dv}" for d, dv in dims if d not in meta.head_dims or dv != d]
+    bad = [f"{d}/{dv}" for d, dv in dims if not meta.supports_dims(d, dv)]
     if bad:
         return Route("llm", f"head dims (QK/V) {', '.join(bad)} are not among {kernel.name}'s "
-                     f"{list(meta.head_dims)} (equal QK and V): tile shapes change, not hooks",
-                     kernel)
+                     f"{meta.dims_text()}: tile shapes change, not hooks", kernel)
     if spec.score_mod is not None or spec.mask_mod is not None:
         try:
-            plan = plan_hooks(spec, table_block=kernel.table_block(dims[0][0]))
+            plan = plan_hooks(spec, table_block=kernel.table_block(*dims[0]))
         except Exception as exc:  # noqa: BLE001 - any tracer refusal means "not a hook"
             return Route("llm", f"the hook tracer cannot express the spec's mods "
                          f"({type(exc).__name__}: {exc})", kernel)
@@ -94,7 +93,7 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
         return Route("llm", "the spec has no FlexAttention-style mods and its reference is "
                      f"not plain {spec.normalizer} attention: the change leaves the hooks",
                      kernel)
-    plan = plan_hooks(spec, table_block=kernel.table_block(dims[0][0]))
+    plan = plan_hooks(spec, table_block=kernel.table_block(*dims[0]))
     return Route("rules", f"plain {spec.normalizer} attention: the library kernel's default "
                  "hooks", kernel, plan)
 

@@ -168,8 +168,9 @@ def target_arch(arch: str | None) -> tuple[str, str]:
     return DEFAULT_ARCH, "no GPU here: the default compile target"
 
 
-def _head_dims(spec: Spec) -> list[int]:
-    return sorted({cfg.d for cfg in spec.configs})
+def _head_dims(spec: Spec) -> list[tuple[int, int]]:
+    """The spec's (QK, V) head dims, sorted."""
+    return sorted({(cfg.d, cfg.head_dim_v) for cfg in spec.configs})
 
 
 def _ir_shapes(spec: Spec) -> list[Shape]:
@@ -437,7 +438,7 @@ def _rules_transfer(ctx: _Run, route: Route) -> type:
         run_dir.write("transfer.json", json.dumps(
             {"path": "rules", "kernel": "Target", "source_kernel": kernel.name,
              "base": f"{base.__module__}:{base.__name__}",
-             "config": kernel.cuir_config(_head_dims(ctx.spec)[0])}, indent=1))
+             "config": kernel.cuir_config(*_head_dims(ctx.spec)[0])}, indent=1))
         rec.artifacts += [TARGET_FILE, "transfer.json"]
         hooks = [n for n, on in (("score_mod", plan.score), ("mask_mod", plan.mask)) if on]
         rec.summary = (f"rules: target CuIR overrides {', '.join(hooks) or 'no'} hooks, "
@@ -452,7 +453,7 @@ def _verify_ir(ctx: _Run, target: type, plan: HookPlan | None) -> None:
     spec, opts = ctx.spec, ctx.opts
 
     def body(rec: StageRecord) -> None:
-        fn = attention_fn(target, **ctx.kernel.cuir_config(_head_dims(spec)[0]))
+        fn = attention_fn(target, **ctx.kernel.cuir_config(*_head_dims(spec)[0]))
         if plan is not None:  # tensors the mods capture, where the call leaves them out
             fn = plan.supplying_captured(fn)
         report = verify(spec, fn, device="cpu", dtypes=spec.dtypes,

@@ -134,7 +134,8 @@ class CompiledVariant:
         packed = self.pack_aux(aux, shape, q.device)
         if not torch.compiler.is_compiling() and self.hooks is not None:
             # layout checks read pointers: eager only
-            check_inputs(q, k, v, [q.shape[3]], self.spec.dtypes, packed, what=self.spec.name)
+            check_inputs(q, k, v, [q.shape[3]], self.spec.dtypes, packed, what=self.spec.name,
+                         v_head_dims={q.shape[3]: [v.shape[3]]})
         scale = self.spec.scale if scale is None else scale
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         out, lse = call_attention_fwd(q, k, v, packed, scale, key)
@@ -159,10 +160,11 @@ class CompiledVariant:
 
 
 def rules_variant(spec: Spec, kernel: LibraryKernel, hooks: HookHeader) -> CompiledVariant:
-    """The rules path's variant: one build per head dim of the spec, the entry's
-    tile configs and source, the generated hooks."""
-    dims = sorted({cfg.d for cfg in spec.configs})
-    return CompiledVariant(spec, kernel, [kernel.build_for(d) for d in dims], hooks=hooks)
+    """The rules path's variant: one build per (QK, V) head dims of the spec, the
+    entry's tile configs and source, the generated hooks."""
+    dims = sorted({(cfg.d, cfg.head_dim_v) for cfg in spec.configs})
+    return CompiledVariant(spec, kernel, [kernel.build_for(d, dv) for d, dv in dims],
+                           hooks=hooks)
 
 
 def load_variant(run_dir: str | Path) -> CompiledVariant:

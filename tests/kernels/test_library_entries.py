@@ -247,3 +247,43 @@ def test_cubridge_run_verifies_and_times_a_variant_on_the_second_entry(library, 
     bench = json.loads((out / "bench" / "results.json").read_text())
     ours = [i for c in bench["results"] for i in c["impls"] if i["impl"] == "ours"]
     assert ours and all(i["status"] == "ok" for i in ours)
+
+
+# -- QK/V head-dim pairs an entry builds as they are ("head_dim_pairs") -------------------
+
+def test_an_entry_declares_the_head_dim_pairs_it_builds(tmp_path, monkeypatch):
+    root = tmp_path / "library"
+    pair = {"block_m": 128, "block_n": 32, "num_warps": 4, "stages": 2}
+    derived_entry(root, "fa_sm80_pairs", head_dim_pairs={"192/128": pair})
+    monkeypatch.setenv(KERNEL_DIRS_ENV, str(root))
+    entry = get_kernel("fa_sm80_pairs")
+    assert entry.metadata.supports_dims(192, 128) and not entry.metadata.supports_dims(192)
+    assert entry.metadata.dims_text() == "64, 128 (QK = V); QK/V 192/128"
+    assert entry.unsupported(head_dim=192, head_dim_v=128) == ""
+    assert entry.unsupported(head_dim=128, head_dim_v=64) == \
+        "QK/V head dims 128/64 not among 64, 128 (QK = V); QK/V 192/128"
+    assert entry.config(192, 128).block_n == 32 and entry.table_block(192, 128) == (32, 32)
+    defines = entry.compile_defines(192, torch.bfloat16, head_dim_v=128)
+    assert defines["CUBRIDGE_HEAD_DIM"] == 192 and defines["CUBRIDGE_HEAD_DIM_V"] == 128
+    assert entry.build_for(192, 128) == KernelBuild(
+        192, 128, tuple(sorted(pair.items())), False)
+
+
+@pytest.mark.parametrize(("pairs", "defines_v", "error"), [
+    ({"192x128": {}}, True, "'head_dim_pairs' keys are QK/V head dims such as '192/128'"),
+    ({"128/128": {}}, True, "'head_dim_pairs' '128/128' has equal head dims"),
+    ({"192/128": {"block_m": 128}}, True, "bad tile config for TileConfig in 'head_dim_pairs'"),
+    ({"192/128": {"block_m": 128, "block_n": 64, "num_warps": 4, "stages": 2}}, False,
+     "'head_dim_pairs' needs a 'head_dim_v' macro in 'defines'"),
+])
+def test_bad_head_dim_pairs_name_the_file_and_field(tmp_path, pairs, defines_v, error):
+    from cubridge.kernels.library import read_metadata
+
+    directory = derived_entry(tmp_path, "bad_pairs", head_dim_pairs=pairs)
+    path = directory / "metadata.json"
+    if not defines_v:
+        meta = json.loads(path.read_text())
+        del meta["defines"]["head_dim_v"]
+        path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=rf"metadata.json: {error}"):
+        read_metadata(path)

@@ -76,6 +76,35 @@ def test_matches_float64_reference(kernel, shape, d, dtype, causal):
     assert torch.equal(out2, out) and torch.equal(lse2, lse)
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "B{}H{}-{}S{}x{}".format(*s))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_head_dim_pairs_match_float64_reference(kernel, shape, dtype, causal):
+    """Each QK/V pair the entry builds as it is (MLA's 192/128): V and O have their own
+    width; a v of another width is a clear error."""
+    pairs = sorted(kernel.metadata.pair_configs)
+    if not pairs:
+        pytest.skip(f"{kernel.name} builds no QK/V head-dim pair")
+    b, hq, hk, sq, sk = shape
+    for d, dv in pairs:
+        q, k, _ = gpu_inputs(b, hq, hk, sq, sk, d, dtype)
+        _, _, v = gpu_inputs(b, hq, hk, sq, sk, dv, dtype)
+        out = torch.full((b, hq, sq, dv), float("nan"), device="cuda", dtype=dtype)
+        lse = torch.full((b, hq, sq), float("nan"), device="cuda")
+        kernel.attention(q, k, v, causal=causal, out=out, lse=lse)
+        ref, ref_lse = reference_attention(q, k, v, mask=causal_mask if causal else None)
+        assert not out.isnan().any() and not lse.isnan().any(), "unwritten or NaN outputs"
+        assert rel_error(out, ref) < tolerance(dtype), (d, dv)
+        assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+        finite = torch.isfinite(ref_lse)
+        assert (lse.double()[finite] - ref_lse[finite]).abs().max().item() < 1e-3
+        out2, lse2 = kernel.attention(q, k, v, causal=causal)
+        assert out2.shape == (b, hq, sq, dv) and torch.equal(out2, out)
+        with pytest.raises(ValueError, match=rf"v's head dim {d} is not one taken with a QK "
+                           rf"head dim of {d} \({dv}\)"):
+            kernel.attention(q, k, k, causal=causal)
+
+
 @pytest.mark.parametrize("d", [128, 256])
 def test_repeated_runs_give_the_same_bits(kernel, d):
     """A race (a slot overwritten early, a missing barrier) shows as outputs that

@@ -1,28 +1,54 @@
-"""A spec whose V head dim differs from QK's (MLA 192/128): fa_sm90 has no
-separate V head dim, so on Hopper the library selects fa_sm80 (whose source
-takes CUBRIDGE_HEAD_DIM_V) and says why; asking for fa_sm90 is a clear error."""
+"""Specs whose V head dim differs from QK's (MLA's 192/128). fa_sm90 builds that
+pair as it is (metadata "head_dim_pairs", CUBRIDGE_HEAD_DIM_V), so on Hopper it is
+selected as for any head dim it builds; on Ampere no entry builds it, and fa_sm80,
+whose build takes CUBRIDGE_HEAD_DIM_V, is the one the LLM path edits. A pair no
+entry builds on Hopper (256/128) goes to fa_sm90 for the LLM path to edit. A
+`--kernel` entry without a V head dim macro is a clear error."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from cubridge.kernels import choose_for_spec, get_kernel, select_for_spec
+from cubridge.attention import HeadConfig
+from cubridge.kernels import LibraryKernel, choose_for_spec, get_kernel, select_for_spec
 from cubridge.spec import load
 
 SPECS = Path(__file__).resolve().parents[2] / "examples" / "specs"
 
 
-def test_mla_on_hopper_selects_fa_sm80_and_says_why():
+def test_mla_on_hopper_selects_fa_sm90_which_builds_the_pair_as_it_is():
     spec = load(SPECS / "mla.py")
-    chosen = select_for_spec(spec, "sm_90a")
-    assert chosen.name == "fa_sm80" and chosen.takes_head_dim_v
-    assert not get_kernel("fa_sm90").takes_head_dim_v
-    reason = str(choose_for_spec(spec, "sm_90a"))
-    assert reason.startswith("fa_sm80 for sm_90a, D=192/128")
+    fa_sm90 = get_kernel("fa_sm90")
+    assert select_for_spec(spec, "sm_90a") is fa_sm90 and fa_sm90.takes_head_dim_v
+    assert fa_sm90.metadata.supports_dims(192, 128)
+    assert not fa_sm90.metadata.supports_dims(192) and not fa_sm90.metadata.supports_dims(256, 128)
+    assert str(choose_for_spec(spec, "sm_90a")).startswith(
+        "fa_sm90 for sm_90a, D=192/128, bfloat16, softmax: the highest-priority entry")
+    # its build: the pair's own tile (one Q buffer: O is staged in it) and both macros
+    defines = fa_sm90.compile_defines(192, spec.dtypes[0], head_dim_v=128)
+    assert defines["CUBRIDGE_HEAD_DIM"] == 192 and defines["CUBRIDGE_HEAD_DIM_V"] == 128
+    assert defines["CUBRIDGE_Q_BUFFERS"] == 1 and defines["CUBRIDGE_BLOCK_N"] == 128
+    assert fa_sm90.build_for(192, 128).config == fa_sm90.build_for(192, 128, {}).config
+
+
+def test_mla_on_ampere_selects_fa_sm80_for_the_llm_path_and_says_why():
+    reason = str(choose_for_spec(load(SPECS / "mla.py"), "sm_80"))
+    assert reason.startswith("fa_sm80 for sm_80, D=192/128")
     assert "fa_sm80 takes a V head dim apart from QK's (CUBRIDGE_HEAD_DIM_V)" in reason
-    assert "fa_sm90 has no separate V head dim" in reason
+    assert "QK/V head dims 192/128 not among 64, 128 (QK = V)" in reason
+
+
+def test_a_pair_no_entry_builds_goes_to_fa_sm90_for_the_llm_path():
+    spec = dataclasses.replace(load(SPECS / "mla.py"),
+                               configs=[HeadConfig("wide_qk", 16, 16, 256, 128)])
+    sel = choose_for_spec(spec, "sm_90a")
+    assert sel.kernel.name == "fa_sm90"
+    assert "no entry supports the request as it is" in sel.reason
+    assert ("QK/V head dims 256/128 not among 64, 128, 256 (QK = V); QK/V 192/128"
+            in sel.reason)
 
 
 def test_equal_head_dims_on_hopper_keep_fa_sm90():
@@ -33,9 +59,11 @@ def test_equal_head_dims_on_hopper_keep_fa_sm90():
         "fa_sm90 for sm_90a, D=128, bfloat16, softmax: the highest-priority entry")
 
 
-def test_asking_fa_sm90_for_mla_is_a_clear_error():
+def test_asking_an_entry_without_a_v_head_dim_for_mla_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(LibraryKernel, "takes_head_dim_v",
+                        property(lambda self: self.name != "fa_sm80"))
     spec = load(SPECS / "mla.py")
-    with pytest.raises(ValueError, match=r"fa_sm90 cannot serve mla: its QK and V head dims "
-                       r"differ \(192/128\) .* use fa_sm80"):
-        select_for_spec(spec, "sm_90a", "fa_sm90")
-    assert select_for_spec(spec, "sm_90a", "fa_sm80").name == "fa_sm80"
+    with pytest.raises(ValueError, match=r"fa_sm80 cannot serve mla: its QK and V head dims "
+                       r"differ \(192/128\) .* use fa_sm90"):
+        select_for_spec(spec, "sm_90a", "fa_sm80")
+    assert select_for_spec(spec, "sm_90a", "fa_sm90").name == "fa_sm90"

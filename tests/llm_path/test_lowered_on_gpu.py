@@ -1,7 +1,8 @@
 """On the GPU (pytest -m gpu on the device machine): the recorded lowerings of
 fa_sm80.cu to the structural variants (cosine attention, MLA 192/128, the
 learnable sink, softmax_1, the gated output, differential attention) and of
-fa_sm90.cu to cosine attention (sm90 only), compiled for the device, launched
+fa_sm90.cu to cosine attention and MLA (sm90 only; MLA's keeps the source as
+it is, built at 192/128), compiled for the device, launched
 and verified against their specs by the differential verifier, in the watched
 child process the lowering stage uses."""
 
@@ -33,7 +34,7 @@ def target_config(variant: str, lib, suffix: str, tmp_path) -> dict:
 
 
 @pytest.mark.parametrize(("variant", "library"), [
-    *[(v, "fa_sm80") for v in VARIANTS], ("cosine", "fa_sm90")])
+    *[(v, "fa_sm80") for v in VARIANTS], ("cosine", "fa_sm90"), ("mla", "fa_sm90")])
 def test_recorded_lowering_passes_the_gpu_verifier(variant, library, tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")

@@ -1,7 +1,8 @@
 """Replay of the recorded expert replies (tests/fixtures/llm, written by a
 person/agent, labelled as such): the transfer of fa_sm80 to cosine attention,
 to MLA (192/128 head dims) and to the other structural examples (learnable
-sink, softmax_1, gated output, differential), of fa_sm90 to cosine attention,
+sink, softmax_1, gated output, differential), of fa_sm90 to cosine attention
+and to MLA,
 and the lift of fa_sm80.cu, each run through its stage with the replay provider
 and verified by the CuIR executor on CPU."""
 
@@ -47,6 +48,7 @@ RING_WRAPS = StageSettings(rounds=4, ir_sizes=((1, 65, 600),), sandbox_timeout_s
     ("gated_output", "transfer_gated_output.md", "fa_sm80", "FaSm80GatedOutput", FAST),
     ("differential", "transfer_differential.md", "fa_sm80", "FaSm80Differential", FAST),
     ("cosine", "transfer_cosine_fa_sm90.md", "fa_sm90", "FaSm90Cosine", RING_WRAPS),
+    ("mla", "transfer_mla_fa_sm90.md", "fa_sm90", "FaSm90Mla", RING_WRAPS),
 ])
 def test_transfer_replayed_from_recorded_fixture_verifies(spec, fixture, library, kernel,
                                                           settings, tmp_path):

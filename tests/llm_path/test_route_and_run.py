@@ -24,7 +24,7 @@ from cubridge.spec import load
     ("full", "rules", "plain softmax attention"),
     ("cosine", "llm", "reference is not plain softmax attention"),
     ("sigmoid_causal", "rules", "score_mod and mask_mod trace"),
-    ("mla", "llm", "head dims (QK/V) 192/128 are not among fa_sm80's [64, 128]"),
+    ("mla", "llm", "head dims (QK/V) 192/128 are not among fa_sm80's 64, 128 (QK = V)"),
 ])
 def test_choose_path(spec, path, why):
     choice = choose_path(load(SPECS / f"{spec}.py"), get_kernel("fa_sm80"))
@@ -40,7 +40,21 @@ def test_head_dim_256_takes_the_rules_on_fa_sm90_only():
     assert on_hopper.path == "rules" and on_hopper.plan.table_block == (64, 64)
     on_ampere = choose_path(spec, get_kernel("fa_sm80"))
     assert on_ampere.path == "llm"
-    assert "head dims (QK/V) 256/256 are not among fa_sm80's [64, 128]" in on_ampere.reason
+    assert "head dims (QK/V) 256/256 are not among fa_sm80's 64, 128 (QK = V)" in on_ampere.reason
+
+
+def test_mla_head_dims_take_the_rules_on_fa_sm90_with_a_mask_mod():
+    """fa_sm90 builds QK/V 192/128 as it is: DeepSeek's MLA written with a mask_mod
+    takes the rules there; the same attention stated by its reference alone
+    (examples/specs/mla.py) leaves the hooks (no mods, not plain attention): the LLM
+    path, on fa_sm90 too; fa_sm80 has no 192/128 build."""
+    fa_sm90 = get_kernel("fa_sm90")
+    rules = choose_path(load(SPECS / "deepseek_mla.py"), fa_sm90)
+    assert rules.path == "rules" and rules.plan.table_block == (64, 128)
+    llm = choose_path(load(SPECS / "mla.py"), fa_sm90)
+    assert llm.path == "llm" and "reference is not plain softmax attention" in llm.reason
+    on_ampere = choose_path(load(SPECS / "deepseek_mla.py"), get_kernel("fa_sm80"))
+    assert on_ampere.path == "llm" and "192/128 are not among fa_sm80's" in on_ampere.reason
 
 
 _ELEMENTWISE_SPEC = """

@@ -34,8 +34,9 @@ to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
   wait_group(0), release V, rescale O if a row max moved, P. Then release Q,
   open the next tile (wait for its Q buffer's word: index -1 ends the CTA) and
   issue the last PV with the next tile's first S under one token hold,
-  epilogue, wait_group(0) for that S. With one Q buffer (q_buffers=1, D = 256:
-  two Q tiles, the ring and O's staging tile do not fit shared memory) the CUDA
+  epilogue, wait_group(0) for that S. With one Q buffer (q_buffers=1, D = 256
+  and QK/V head dims 192/128: two Q tiles, the ring and O's staging tile do not
+  fit shared memory) the CUDA
   stages O in the tile's own Q buffer, so the last PV goes alone, then the
   epilogue, then Q is released and the next tile's Q awaited, its first S alone.
 
@@ -188,8 +189,8 @@ class FaSm90(AttentionKernelBase):
         computes it (whole GQA groups; about one wave of tiles; never more K/V
         than the L2 budget)."""
         group = self.heads_q // self.heads_kv
-        kv_bytes = (2 * self.seqlen_k * self.head_dim * self.dtype.itemsize * self.heads_kv
-                    // self.heads_q)  # per query head
+        kv_bytes = (self.seqlen_k * (self.head_dim + self.head_dim_v) * self.dtype.itemsize
+                    * self.heads_kv // self.heads_q)  # per query head
         wave_heads = max(1, round(self.grid()[0] / max(self.num_m_blocks(), 1))) * SECTION_WAVES
         budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
         return group * max(1, min(-(-wave_heads // group), budget))
@@ -251,6 +252,7 @@ class FaSm90(AttentionKernelBase):
     # -- the CTA ----------------------------------------------------------------------------
 
     def run(self, cta: int, _y: int, _z: int) -> None:  # blockIdx.x; y and z are 0
+        # Q and K tiles are head_dim wide, V and O's head_dim_v (CUBRIDGE_HEAD_DIM_V)
         d, dv, st, c = self.head_dim, self.head_dim_v, self.stages, self.consumers
         qbufs = self.q_buffers
         self.q_s = self.alloc(SMEM, (self.block_m, d), self.dtype, stages=qbufs)

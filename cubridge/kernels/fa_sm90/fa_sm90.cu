@@ -30,7 +30,8 @@
 // the block (BlockInfo), so the consumers evaluate no block hook; a consumer
 // masks per element where the block is PARTIAL for its rows or holds a tail.
 //
-// Build-time macros: CUBRIDGE_HEAD_DIM (64, 128 or 256), CUBRIDGE_BLOCK_M (64 rows per
+// Build-time macros: CUBRIDGE_HEAD_DIM (64, 128, 192 or 256), CUBRIDGE_HEAD_DIM_V (V's
+// and O's: 64, 128 or 256; default CUBRIDGE_HEAD_DIM), CUBRIDGE_BLOCK_M (64 rows per
 // consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_Q_BUFFERS,
 // CUBRIDGE_DTYPE_FP16.
 #include <type_traits>
@@ -47,7 +48,7 @@
 #include "cubridge_hooks.cuh"
 
 #ifndef CUBRIDGE_HEAD_DIM
-#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64, 128 or 256"
+#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64, 128, 192 or 256"
 #endif
 #ifndef CUBRIDGE_BLOCK_M
 #define CUBRIDGE_BLOCK_M 128
@@ -71,7 +72,13 @@ using Element = __nv_bfloat16;
 #endif
 using FwdParams = FwdParamsOf<Element>;
 
-constexpr int kHeadDim = CUBRIDGE_HEAD_DIM;
+constexpr int kHeadDim = CUBRIDGE_HEAD_DIM;  // of q and k: the S = Q K^T reduction
+// Of v and out (O's accumulators, its staging and store): MLA's 128 beside a QK
+// head dim of 192; the QK head dim where none is given.
+#ifndef CUBRIDGE_HEAD_DIM_V
+#define CUBRIDGE_HEAD_DIM_V CUBRIDGE_HEAD_DIM
+#endif
+constexpr int kHeadDimV = CUBRIDGE_HEAD_DIM_V;
 constexpr int kBlockM = CUBRIDGE_BLOCK_M;
 constexpr int kBlockN = CUBRIDGE_BLOCK_N;
 constexpr int kStages = CUBRIDGE_STAGES;
@@ -88,11 +95,10 @@ constexpr int kRowsPerConsumer = 64;  // wgmma's M
 constexpr int kConsumers = kBlockM / kRowsPerConsumer;
 constexpr int kThreads = 128 * (kConsumers + 1);
 constexpr int kPanelCols = 64;  // one 128-byte swizzle span of 16-bit elements
-constexpr int kPanels = kHeadDim / kPanelCols;
 constexpr int kQkSteps = kHeadDim / 16;  // k-steps of S = Q K^T
 constexpr int kPvSteps = kBlockN / 16;   // k-steps of O += P V
 constexpr int kSAcc = kBlockN / 2;       // S accumulators per thread
-constexpr int kOAcc = kHeadDim / 2;      // O accumulators per thread
+constexpr int kOAcc = kHeadDimV / 2;     // O accumulators per thread
 // Registers per thread after reallocation: the producer gives up what consumers take.
 #ifndef CUBRIDGE_PRODUCER_REGS
 #define CUBRIDGE_PRODUCER_REGS (kConsumers == 2 ? 40 : 32)
@@ -102,8 +108,12 @@ constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
-static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
-              "head dim must be 64, 128 or 256");
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192 || kHeadDim == 256,
+              "QK head dim must be 64, 128, 192 or 256");
+static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256,
+              "V head dim must be 64, 128 or 256 (wgmma n of O += P V)");
+static_assert(!(kQBuffers == 1) || kHeadDimV <= kHeadDim,
+              "O is staged in its tile's Q buffer: the V head dim must fit the QK one");
 static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
 static_assert(kBlockM % kRowsPerConsumer == 0 && (kConsumers == 2 || kConsumers == 3),
               "block_m is 2 or 3 consumer warpgroups of 64 rows");
@@ -120,12 +130,14 @@ static_assert(kConsumers * (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProdu
               "the consumers claim more registers than the producer releases");
 
 // Shared tiles are stored as kPanels column panels of 64 elements, each [rows x 128
-// B] with the 128-byte swizzle (what TMA writes and wgmma reads).
-template <int kRows>
+// B] with the 128-byte swizzle (what TMA writes and wgmma reads). Q and K tiles are
+// kHeadDim wide, V and O tiles kHeadDimV.
+template <int kRows, int kCols = kHeadDim>
 struct SwizzledTile {
+  static constexpr int kPanels = kCols / kPanelCols;
   static constexpr int kPanelBytes = kRows * 128;
   static constexpr int kBytes = kPanels * kPanelBytes;
-  alignas(1024) Element data[kRows * kHeadDim];
+  alignas(1024) Element data[kRows * kCols];
 
   __device__ __forceinline__ uint32_t base() const { return smem_addr(data); }
   __device__ __forceinline__ void* panel(int p) {
@@ -169,7 +181,8 @@ constexpr bool kPlainSteady = !hooks::kHasMaskMod && !hooks::kHasScoreMod &&
 #ifdef CUBRIDGE_ALTERNATING_P
 constexpr bool kAlternatingP = CUBRIDGE_ALTERNATING_P != 0;
 #else
-// (at D = 256 the second array spills beside O's 128 accumulators)
+// (at D = 256 the second array spills beside O's 128 accumulators; with a QK head dim
+// past 128 (192 / 128) O is staged in Q, which its boundary was not built beside)
 constexpr bool kAlternatingP = kPlainSteady && kHeadDim <= 128;
 #endif
 // Headers whose score_mod is A * core(B * s) (soft-capping) say so: under softmax
@@ -356,13 +369,19 @@ struct StagedKeyRing<0> {
 // ring and O leave no room for more), else in a tile of their own. A tile's first
 // block reads them from global memory: its copy would land in O's rows before the
 // previous tile's store has read them. CUBRIDGE_PAIR_STAGED=0 turns it off (A/B).
+// Where neither fits (QK/V 192/128: 208 KB of tiles) the pairs are read as written.
 #ifndef CUBRIDGE_PAIR_STAGED
 #define CUBRIDGE_PAIR_STAGED 1
 #endif
+constexpr int kElementTileBytes =  // Q buffers, the K/V ring, O's staging tile
+    2 * (kQBuffers * kBlockM * kHeadDim + kStages * kBlockN * (kHeadDim + kHeadDimV) +
+         (kOInQ ? 0 : kBlockM * kHeadDimV));
+constexpr bool kPairRowsFit = (kBlockN == kHeadDimV && !kOInQ) ||  // in O's rows
+                              kElementTileBytes + 2 * kBlockM * kBlockN + 8 * 1024 <= 227 * 1024;
 #ifdef CUBRIDGE_HOOKS_PAIR_READS
 constexpr bool kPairStaged = CUBRIDGE_PAIR_STAGED && hooks::kPairReads > 0 &&
                              hooks::kHasScoreMod && !kScoreAffine && !kSigmoidOfAffine &&
-                             !kSigmoidExponent;
+                             !kSigmoidExponent && kPairRowsFit;
 __device__ __forceinline__ const uint16_t* pair_row(int b, int h, int q, const AuxArgs& aux) {
   return hooks::pair_row(b, h, q, aux);
 }
@@ -381,7 +400,7 @@ __device__ __forceinline__ float score_mod_paired(float s, int, int, int, int, u
 }
 #endif
 // (a consumer's pair rows are its O staging rows)
-constexpr bool kPairInO = kBlockN == kHeadDim && !kOInQ;
+constexpr bool kPairInO = kBlockN == kHeadDimV && !kOInQ;
 static_assert(!kPairStaged || kBlockN % 16 == 0, "pair rows are copied 16 keys a lane-pair");
 template <bool kOwnTile>
 struct PairTile {  // kBlockM rows of kBlockN 16-bit values, laid out as O's staging
@@ -395,7 +414,7 @@ struct PairTile<false> {
 // O's staging tile for the epilogue's TMA store: a tile of its own, or none where O
 // is staged in the tile's Q buffer (kOInQ; o_staging below).
 template <bool kOwnTile>
-struct OStagingTile : SwizzledTile<kBlockM> {};
+struct OStagingTile : SwizzledTile<kBlockM, kHeadDimV> {};
 template <>
 struct OStagingTile<false> {  // (base(): read only under staging switches off here)
   __device__ __forceinline__ uint32_t base() const { return 0u; }
@@ -405,7 +424,7 @@ template <int kKeyReads>
 struct SharedStorageOf {
   SwizzledTile<kBlockM> q[kQBuffers];
   SwizzledTile<kBlockN> k[kStages];
-  SwizzledTile<kBlockN> v[kStages];
+  SwizzledTile<kBlockN, kHeadDimV> v[kStages];
   OStagingTile<!kOInQ> o;  // epilogue staging for the TMA store (kOInQ: in q[])
   uint64_t q_full[kQBuffers], q_empty[kQBuffers];
   uint64_t k_full[kStages], k_empty[kStages];
@@ -662,12 +681,12 @@ struct RingSlot {
 // One tile, every 64-column panel of it, by TMA: rows [row, row + kRows) of one
 // (head, batch), completing on `bar` with the tile's bytes (rows out of range
 // arrive as zeros and still count).
-template <int kRows>
-__device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<kRows>& tile,
+template <int kRows, int kCols>
+__device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<kRows, kCols>& tile,
                                           uint64_t* bar, int row, int head, int batch) {
-  mbar_arrive_expect_tx(bar, SwizzledTile<kRows>::kBytes);
+  mbar_arrive_expect_tx(bar, SwizzledTile<kRows, kCols>::kBytes);
 #pragma unroll
-  for (int pn = 0; pn < kPanels; ++pn) {
+  for (int pn = 0; pn < SwizzledTile<kRows, kCols>::kPanels; ++pn) {
     tma_load_4d(map, tile.panel(pn), bar, pn * kPanelCols, row, head, batch);
   }
 }
@@ -842,7 +861,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], uint32_t (&pf)[kPvSte
 #pragma unroll
   for (int kk = 0; kk < kPvSteps; ++kk) {
     const uint64_t b = smem_desc_sw128(v + kk * 16 * 128, SwizzledTile<kBlockN>::kPanelBytes, 1024);
-    Wgmma<Element, kHeadDim>::rs(o, pf[kk], b, kk > 0 || accumulate ? 1 : 0);
+    Wgmma<Element, kHeadDimV>::rs(o, pf[kk], b, kk > 0 || accumulate ? 1 : 0);
   }
 }
 
@@ -1459,7 +1478,7 @@ __device__ __forceinline__ void pin_after_softmax(const RowStats& st) {
 
 __device__ __forceinline__ void rescale_o(float (&o)[kOAcc], const float (&rescale)[2]) {
 #pragma unroll
-  for (int j = 0; j < kHeadDim / 8; ++j) {
+  for (int j = 0; j < kHeadDimV / 8; ++j) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       o[4 * j + 2 * half] *= rescale[half];
@@ -1850,17 +1869,19 @@ __device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, 
   }
 }
 
-// O's staging tile: its own, or (kOInQ) the Q buffer qb of the tile being stored, whose
-// rows of this consumer its last S product has read.
+// O's staging tile: its own, or (kOInQ) the first kHeadDimV / 64 panels of the Q
+// buffer qb of the tile being stored, whose rows of this consumer its last S product
+// has read. Its panels are kBlockM * 128 bytes apart either way.
 // (a template: the branch not taken names a member of the other storage layout)
 template <typename Storage>
-__device__ __forceinline__ SwizzledTile<kBlockM>& o_staging(Storage& sh, int qb) {
+__device__ __forceinline__ char* o_staging(Storage& sh, int qb) {
   if constexpr (kOInQ) {
-    return sh.q[qb];
+    return reinterpret_cast<char*>(sh.q[qb].data);
   } else {
-    return sh.o;
+    return reinterpret_cast<char*>(sh.o.data);
   }
 }
+using OTile = SwizzledTile<kBlockM, kHeadDimV>;
 
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
                                          int qb, int consumer, int thread,
@@ -1879,18 +1900,17 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const float inv = rows_out.inv[half];
-    // (opaque: the 2 x kHeadDim / 8 addresses are recomputed per tile, not held live)
+    // (opaque: the 2 x kHeadDimV / 8 addresses are recomputed per tile, not held live)
     const int row = consumer * kRowsPerConsumer + opaque(pos.row0) + 8 * half;
-    const uint32_t row_addr = o_staging(sh, qb).base() + row * 128 + pos.col0 * 2;
+    const uint32_t row_addr = smem_addr(o_staging(sh, qb)) + row * 128 + pos.col0 * 2;
     const uint32_t swizzle = (row % 8) << 4;
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
+    for (int j = 0; j < kHeadDimV / 8; ++j) {
       // (a tile without live key blocks never wrote O: its rows are 0)
       const uint32_t v = live ? pack2<Element>(o[4 * j + 2 * half] * inv,
                                                o[4 * j + 2 * half + 1] * inv)
                               : 0u;
-      const uint32_t addr = row_addr + (j / 8) * SwizzledTile<kBlockM>::kPanelBytes +
-                            (((j % 8) << 4) ^ swizzle);
+      const uint32_t addr = row_addr + (j / 8) * OTile::kPanelBytes + (((j % 8) << 4) ^ swizzle);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
     }
   }
@@ -1900,10 +1920,9 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
   if (trace) trace->stamp(kTraceEpilogueSynced);
   if (thread == 0 && q_base < p.seqlen_q) {
 #pragma unroll
-    for (int pn = 0; pn < kPanels; ++pn) {
+    for (int pn = 0; pn < OTile::kPanels; ++pn) {
       tma_store_4d(&P.tma_o,
-                   reinterpret_cast<char*>(o_staging(sh, qb).panel(pn)) +
-                       consumer * kRowsPerConsumer * 128,
+                   o_staging(sh, qb) + pn * OTile::kPanelBytes + consumer * kRowsPerConsumer * 128,
                    pn * kPanelCols, q_base, tile.h, tile.b);
     }
     tma_store_commit();

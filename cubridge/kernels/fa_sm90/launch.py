@@ -109,7 +109,8 @@ def _encoded(ptr: int, dtype: torch.dtype, shape: tuple[int, ...], stride: tuple
 
 
 def schedule_section(heads_q: int, heads_k: int, seqlen_k: int, head_dim: int,
-                     elem_bytes: int, num_m_blocks: int, num_ctas: int) -> int:
+                     elem_bytes: int, num_m_blocks: int, num_ctas: int,
+                     head_dim_v: int | None = None) -> int:
     """(batch, head) pairs per section of the tile order (whole GQA groups).
 
     Tiles run section by section, query blocks last-first inside one, and CTAs
@@ -120,7 +121,8 @@ def schedule_section(heads_q: int, heads_k: int, seqlen_k: int, head_dim: int,
     and +6-10% over the static schedule's three (MHA, S = 4096). Never more K/V
     than the L2 budget."""
     group = heads_q // heads_k
-    kv_bytes = 2 * seqlen_k * head_dim * elem_bytes * heads_k // heads_q  # per q head
+    kv_dims = head_dim + (head_dim if head_dim_v is None else head_dim_v)
+    kv_bytes = seqlen_k * kv_dims * elem_bytes * heads_k // heads_q  # per q head
     wave_heads = max(1, round(num_ctas / max(num_m_blocks, 1))) * SECTION_WAVES
     budget = max(1, L2_SECTION_BYTES // max(kv_bytes * group, 1))
     return group * max(1, min(-(-wave_heads // group), budget))
@@ -168,7 +170,8 @@ def sm90_launch(info: KernelInfo, entry: str, q: torch.Tensor, k: torch.Tensor,
         raise LaunchError(f"fa_sm90: {tiles} tiles exceed the schedule's int range")
     prm.num_tiles = tiles
     grid = (min(tiles, sm_count(q.device.index or 0)), 1, 1)
-    prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks, grid[0])
+    prm.section = schedule_section(hq, hk, sk, d, q.element_size(), prm.num_m_blocks, grid[0],
+                                   v.shape[3])
     prm.tile_counter = tile_counter(q.device).data_ptr()
     prm.by_section_tiles = fast_divisor(prm.section * prm.num_m_blocks)
     prm.by_section = fast_divisor(prm.section)
