@@ -23,17 +23,22 @@ from cubridge.pipeline.variant import load_variant
 SETTINGS = StageSettings(ir_sizes=((1, 65, 129),), seed=3)
 
 
-# The recorded cosine replies for each library kernel (transfer, lowering).
-COSINE_FIXTURES = {
-    "fa_sm80": ("transfer_cosine.md", "lower_cosine.md"),
-    "fa_sm90": ("transfer_cosine_fa_sm90.md", "lower_cosine_fa_sm90.md"),
+# The recorded replies (transfer, lowering) of a spec for each library kernel.
+FIXTURES = {
+    ("cosine", "fa_sm80"): ("transfer_cosine.md", "lower_cosine.md"),
+    ("cosine", "fa_sm90"): ("transfer_cosine_fa_sm90.md", "lower_cosine_fa_sm90.md"),
+    ("mla", "fa_sm90"): ("transfer_mla_fa_sm90.md", "lower_mla_fa_sm90.md"),
 }
 
 
 def _replayed_cosine_run(tmp_path, monkeypatch, kernel="fa_sm80", **options):
-    spec_path, fixtures, out = SPECS / "cosine.py", tmp_path / "fixtures", tmp_path / "run"
+    return _replayed_run(tmp_path, monkeypatch, "cosine", kernel, **options)
+
+
+def _replayed_run(tmp_path, monkeypatch, spec, kernel, **options):
+    spec_path, fixtures, out = SPECS / f"{spec}.py", tmp_path / "fixtures", tmp_path / "run"
     lib = get_kernel(kernel)
-    transfer_reply, lower_reply = (fixture_reply(name) for name in COSINE_FIXTURES[kernel])
+    transfer_reply, lower_reply = (fixture_reply(name) for name in FIXTURES[(spec, kernel)])
     record_fixture(fixtures, "transfer", Request.of(
         transfer_messages(spec_path, lib), temperature=None, max_tokens=8192, stop=None, sample=0),
         transfer_reply, label=FIXTURE_LABEL)
@@ -131,20 +136,46 @@ def test_a_run_stopped_without_gpu_resumes_from_its_recorded_exchanges(tmp_path,
     assert "[llm lower] 0 calls, 1 cached" in second.stages["lower"].summary
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU stop")
+def test_mla_on_fa_sm90_takes_the_llm_path_and_keeps_the_source(tmp_path, monkeypatch):
+    """MLA stated by its reference alone leaves the hooks; on sm_90a the LLM path
+    takes fa_sm90, which builds 192/128 as it is: the recorded lowering is `@@@ keep`,
+    and the run builds the library source at 192/128, causal, in both dtypes."""
+    out, result = _replayed_run(tmp_path, monkeypatch, "mla", "fa_sm90", bench=False)
+    assert "no CUDA GPU visible: stopped after compiling" in result.stopped
+    assert "the spec has no FlexAttention-style mods" in result.stages["route"].summary
+    assert "no edit (@@@ keep" in result.stages["lower"].summary
+    lower = json.loads((out / "lower.json").read_text())
+    assert lower["path"] == "llm" and lower["kernel"] == "fa_sm90"
+    assert not lower["source_edited"]
+    assert [(b["head_dim"], b["head_dim_v"], b["causal"], b["config"]["q_buffers"])
+            for b in lower["builds"]] == [(192, 128, True, 1)]
+    assert (out / "kernel.cu").read_text() == get_kernel("fa_sm90").source.read_text()
+    variant = load_variant(out)
+    assert variant.path == "llm" and variant.source is None
+    assert sorted(json.loads((out / "resources.json").read_text())) == [
+        "kernel_d192_dv128_bfloat16_sm_90a.cubin", "kernel_d192_dv128_float16_sm_90a.cubin"]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["fa_sm80", "fa_sm90"])
-def test_llm_path_gives_a_verified_benchmarked_kernel(kernel, tmp_path, monkeypatch):
-    """`cubridge run --kernel K` on cosine, replayed from K's recorded fixtures:
-    GPU-verified in the lowering stage's watched child, then again from the run
-    directory's kernel.py, and benchmarked. fa_sm90 needs an sm90 GPU."""
+@pytest.mark.parametrize(("spec", "kernel", "config"), [
+    ("cosine", "fa_sm80", "llama2_7b"), ("cosine", "fa_sm90", "llama2_7b"),
+    ("mla", "fa_sm90", "mla_16h")])
+def test_llm_path_gives_a_verified_benchmarked_kernel(spec, kernel, config, tmp_path,
+                                                      monkeypatch):
+    """`cubridge run --kernel K` on a spec that leaves the hooks (cosine; MLA, which
+    fa_sm90 builds as it is), replayed from K's recorded fixtures: GPU-verified in the
+    lowering stage's watched child, then again from the run directory's kernel.py, and
+    benchmarked. fa_sm90 needs an sm90 GPU."""
     from cubridge.verify import verify
 
     if kernel == "fa_sm90" and torch.cuda.is_available() and \
             torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("fa_sm90 runs on sm90 (Hopper) only")
-    out, result = _replayed_cosine_run(tmp_path, monkeypatch, kernel,
-                                       bench_seq_lens=[2048], bench_configs=["llama2_7b"],
-                                       bench_peers=[])
+    out, result = _replayed_run(tmp_path, monkeypatch, spec, kernel,
+                                bench_seq_lens=[2048], bench_configs=[config], bench_peers=[])
     assert not result.stopped, result.stopped
     lower = json.loads((out / "lower.json").read_text())
     assert "PASS" in lower["verification"] and lower["kernel"] == kernel

@@ -34,11 +34,12 @@ SHAPES = [Shape(2, 16, 2, 200, 127, 128), Shape(1, 4, 4, 65, 300, 128),
           Shape(1, 8, 1, 2100, 2300, 128), Shape(2, 4, 4, 1100, 1100, 64)]
 
 
-def _impl(spec, kernel_name, head_dim=128):
+def _impl(spec, kernel_name, head_dim=128, head_dim_v=None):
     from cubridge.kernels import get_kernel
 
     kernel = get_kernel(kernel_name)
-    header = generate_header(plan_hooks(spec, table_block=kernel.table_block(head_dim)))
+    header = generate_header(plan_hooks(spec, table_block=kernel.table_block(head_dim,
+                                                                             head_dim_v)))
 
     def attention(q, k, v, scale=None, **aux):
         shape = Shape(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3])
@@ -86,6 +87,26 @@ def test_generated_hooks_at_head_dim_256(name):
     spec = SPECS[name]
     report = verify(spec, _impl(spec, "fa_sm90", 256), device="cuda", dtypes=[torch.bfloat16],
                     shapes=SHAPES_D256, seed=0, require_lse=spec.returns_lse)
+    assert report.passed, report.table()
+
+
+# fa_sm90 at QK/V head dims 192/128 (MLA's; 128-key blocks, one Q buffer with O staged
+# in it, pair reads not staged): every hook family.
+SHAPES_MLA = [Shape(2, 16, 2, 200, 127, 192, 128), Shape(1, 4, 4, 65, 300, 192, 128),
+              Shape(1, 8, 1, 2100, 2300, 192, 128), Shape(3, 40, 8, 700, 900, 192, 128)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_generated_hooks_at_qk_v_head_dims_192_128(name):
+    from cubridge.verify import verify
+
+    if not _runs_here("fa_sm90"):
+        pytest.skip("fa_sm90 does not run on this GPU")
+    spec = SPECS[name]
+    report = verify(spec, _impl(spec, "fa_sm90", 192, 128), device="cuda",
+                    dtypes=[torch.bfloat16], shapes=SHAPES_MLA, seed=0,
+                    require_lse=spec.returns_lse)
     assert report.passed, report.table()
 
 
