@@ -71,7 +71,9 @@ def list_kernels() -> str:
         out.append({"name": kernel.name, "description": meta.description,
                     "cuda": str(kernel.source), "cuir": str(kernel.cuir_path),
                     "spec": str(kernel.spec_path), "entry": meta.entry,
-                    "head_dims": list(meta.head_dims), "archs": list(meta.archs),
+                    "head_dims": list(meta.head_dims),
+                    "head_dim_pairs": [f"{d}/{dv}" for d, dv in sorted(meta.pair_configs)],
+                    "archs": list(meta.archs),
                     "dtypes": [str(d).removeprefix("torch.") for d in meta.dtypes]})
     return json.dumps(out, indent=1)
 

@@ -256,7 +256,8 @@ def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         STATS["calls"] += 1
         packed = call.pack()  # block tables rebuilt if a captured tensor changed
         check_inputs(query, key, value, [call.shape.d], [query.dtype], packed,
-                     what="cubridge.flex_attention")
+                     what="cubridge.flex_attention",
+                     v_head_dims={call.shape.d: [call.shape.head_dim_v]})
     s = default_scale(query.shape[3]) if scale is None else float(scale)
     out, lse = call_attention_fwd(query, key, value, packed, s,
                                                 call.kernel.kernel_key)

@@ -97,6 +97,15 @@ def test_cli_registers_build_and_kernels(capsys):
     from cubridge.cli import main
 
     assert main(["kernels"]) == 0
-    assert "fa_sm80" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fa_sm80" in out and "head dims 64, 128, 256 (QK = V); QK/V 192/128" in out
+    assert "D192/128: block_m 128, block_n 128, stages 2, q_buffers 1" in out
     assert main(["build", "not_a_kernel"]) == 2
     assert "no kernel 'not_a_kernel' in the library" in capsys.readouterr().err
+    # a QK/V pair the entry does not build is refused before nvcc
+    assert main(["build", "fa_sm80", "--head-dim", "192/128", "--arch", "sm_90a"]) == 2
+    assert ("fa_sm80 does not build head dims 192/128 (it builds 64, 128 (QK = V))"
+            in capsys.readouterr().err)
+    with pytest.raises(SystemExit):
+        main(["build", "fa_sm90", "--head-dim", "192x128"])
+    assert "an int, or QK/V such as 192/128" in capsys.readouterr().err

@@ -63,6 +63,15 @@ def test_edits_replace_insert_delete_against_original_numbers():
     ]  # fmt: skip
 
 
+def test_keep_says_the_file_builds_the_target_as_it_is():
+    """'@@@ keep' alone: no edit, on purpose (the change is the build's configuration)."""
+    edits = parse_edits("The source already builds it.\n\n@@@ keep\n")
+    assert edits == [] and apply_edits(FILE, edits) == FILE
+    with pytest.raises(ReplyParseError, match=r"reply line 1: '@@@ keep' \(no edit\) in a reply "
+                       r"with 1 edit action\(s\)"):
+        parse_edits("@@@ keep\n@@@ delete 1\n@@@ end\n")
+
+
 def test_delete_may_omit_its_end():
     edits = parse_edits("@@@ delete 1\n@@@ delete 3..4\n@@@ end\n")
     assert apply_edits(FILE, edits).splitlines()[:2] == ["line 2", "line 5"]

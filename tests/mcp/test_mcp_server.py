@@ -84,6 +84,8 @@ def test_stdio_session_of_an_agent(tmp_path):
     assert all(t.input_schema["type"] == "object" for t in got["tools"])
     kernels = json.loads(_text(got["kernels"]))
     assert kernels[0]["name"] == "fa_sm80" and 128 in kernels[0]["head_dims"]
+    assert {k["name"]: k["head_dim_pairs"] for k in kernels} == {"fa_sm80": [],
+                                                                 "fa_sm90": ["192/128"]}
     assert got["buggy"].is_error
     assert "FaSm80Cosine fails the spec when executed: FAIL" in _text(got["buggy"])
     assert not got["hooks"].is_error
@@ -221,8 +223,9 @@ def test_compile_tool_reports_resources_and_diagnostics(tmp_path):
                                parse_edits((FIXTURES / "lower_mla.md").read_text())))
     for header in ("hook_types.cuh", "sm80_primitives.cuh"):
         assert (ROOT / "cubridge" / "kernels" / "common" / header).is_file()
+    # (kernel: the source is fa_sm80's; for MLA on sm_90a the library would pick fa_sm90)
     text = TOOLS["compile"].run(source=str(mla), spec=str(SPECS / "mla.py"),
-                                config={"causal": True})
+                                config={"causal": True}, kernel="fa_sm80")
     report = json.loads(text)
     assert report["defines"]["CUBRIDGE_HEAD_DIM"] == 192
     res = report["resources"][0]

@@ -31,7 +31,8 @@ from cubridge.pipeline.evaluate import pass_at_k  # noqa: E402
 NO_CODE = "I would rather explain than answer."
 NO_IR = "no ```python block in the reply"
 NO_EDITS = ("no edit actions in the reply (expected '@@@ replace N..M' / '@@@ insert after N' / "
-            "'@@@ insert before N' / '@@@ delete N..M' blocks, each closed by '@@@ end')")
+            "'@@@ insert before N' / '@@@ delete N..M' blocks, each closed by '@@@ end', or "
+            "'@@@ keep' where the file builds the target as it is)")
 
 
 def test_pass_at_k_is_the_unbiased_estimator():

@@ -161,3 +161,16 @@ def test_verification_shape_keeps_the_calls_lengths():
     got = flex._verify_shape(Shape(8, 64, 8, 777, 1500, 128))
     assert (got.b, got.hq, got.hk, got.sq, got.sk) == (2, 16, 2, 777, 1500)
     assert dataclasses.replace(got, b=1).b == 1
+
+
+def test_a_call_with_its_own_v_head_dim_plans_on_the_entry_that_builds_it():
+    """q/k 192, v 128 (MLA): on sm_90a fa_sm90 builds the pair as it is, so the mods
+    trace into its hooks at its 192/128 tile; no GPU needed to plan."""
+    shape = Shape(1, 4, 4, 300, 300, 192, 128)
+    spec, lib, plan = flex.plan_call(None, lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, shape,
+                                     torch.bfloat16, "sm_90a")
+    assert lib.name == "fa_sm90" and plan.table_block == (64, 128)
+    assert [(c.d, c.head_dim_v) for c in spec.configs] == [(192, 128)]
+    with pytest.raises(flex.FlexAttentionError, match="192/128 are not among fa_sm80's"):
+        flex.plan_call(None, lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, shape,
+                       torch.bfloat16, "sm_80")

@@ -88,3 +88,25 @@ def test_matches_torch_flex_attention_with_a_block_mask():
     want = flex_attention(q, k, v, score_mod=_softcap, block_mask=block_mask, enable_gqa=True)
     err = float((out.float() - want.float()).norm() / want.float().norm())
     assert err < 1e-2, err
+
+
+def test_a_v_head_dim_of_its_own_matches_torch_flex_attention():
+    """MLA's QK head dim 192 beside V head dim 128 (fa_sm90 builds it as it is; on other
+    GPUs the call says why it cannot)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the 192/128 pair is fa_sm90's (sm90)")
+    g = torch.Generator(device="cuda").manual_seed(2)
+    shapes = [(B, H, S + 77, 192), (B, HK, S + 77, 192), (B, HK, S + 77, 128)]
+    q, k, v = (torch.randn(s, device="cuda", generator=g, dtype=torch.bfloat16) for s in shapes)
+    causal = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None,
+                               S + 77, S + 77, device="cuda")
+    out, lse = cubridge.flex_attention(q, k, v, score_mod=_softcap, block_mask=causal,
+                                       enable_gqa=True, return_lse=True)
+    want, want_lse = flex_attention(q, k, v, score_mod=_softcap, block_mask=causal,
+                                    enable_gqa=True, return_lse=True)
+    assert out.shape == (B, H, S + 77, 128)
+    err = float((out.float() - want.float()).norm() / want.float().norm())
+    assert err < 1e-2, err
+    assert (lse - want_lse).abs().max().item() < 1e-2
