@@ -53,8 +53,10 @@ GEMMA3_12B = HeadConfig("gemma3_12b", 16, 8, 256)
 # DeepSeek-V3's MLA at prefill, decompressed: 128 heads, each with its own K/V head,
 # QK head dim 192 (128 + 64 rotary), V head dim 128.
 DEEPSEEK_V3 = HeadConfig("deepseek_v3", 128, 128, 192, 128)
+# Phi-3-mini: 32 heads of dim 96 (a head dim between the library's tiles).
+PHI3_MINI = HeadConfig("phi3_mini", 32, 32, 96)
 HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B, GEMMA2_9B, GEMMA3_12B,
-                                    DEEPSEEK_V3)}
+                                    DEEPSEEK_V3, PHI3_MINI)}
 
 
 @dataclass(frozen=True)

@@ -106,29 +106,49 @@ class KernelMetadata:
     # (QK, V) head dims that differ, built by the source as they are (MLA's 192/128),
     # each with its tile config: metadata.json's "head_dim_pairs" ({"192/128": {...}})
     pair_configs: Mapping[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
+    # metadata.json's "pads_head_dims": a QK = V head dim that is a multiple of 8
+    # between its smallest and largest runs on the next wider build (the source's
+    # loads zero-fill the columns past it and its stores skip them: fa_sm90's TMA)
+    pads_head_dims: bool = False
+
+    def built_dims(self, head_dim: int, head_dim_v: int | None = None
+                   ) -> tuple[int, int] | None:
+        """The (QK, V) head dims of the build that runs these (None: none does)."""
+        if head_dim_v not in (None, head_dim):
+            return (head_dim, head_dim_v) if (head_dim, head_dim_v) in self.pair_configs \
+                else None
+        if head_dim in self.head_dims:
+            return head_dim, head_dim
+        wider = [d for d in sorted(self.head_dims) if d > head_dim]
+        if self.pads_head_dims and head_dim % 8 == 0 and wider and \
+                head_dim > min(self.head_dims):
+            return wider[0], wider[0]
+        return None
 
     def supports_dims(self, head_dim: int, head_dim_v: int | None = None) -> bool:
-        """Whether the source builds these head dims as they are (no edit)."""
-        if head_dim_v in (None, head_dim):
-            return head_dim in self.head_dims
-        return (head_dim, head_dim_v) in self.pair_configs
+        """Whether the source builds these head dims as it is (no edit)."""
+        return self.built_dims(head_dim, head_dim_v) is not None
 
     def dims_text(self) -> str:
         """The head dims the entry builds: "64, 128 (QK = V); QK/V 192/128"."""
         text = f"{', '.join(map(str, self.head_dims))} (QK = V)"
+        if self.pads_head_dims:
+            text += (f", multiples of 8 between {min(self.head_dims)} and "
+                     f"{max(self.head_dims)} on the next wider build")
         pairs = ", ".join(f"{d}/{dv}" for d, dv in sorted(self.pair_configs))
         return f"{text}; QK/V {pairs}" if pairs else text
 
     def config(self, head_dim: int, head_dim_v: int | None = None) -> Any:
+        built = self.built_dims(head_dim, head_dim_v)
         if head_dim_v not in (None, head_dim):
-            if (head_dim, head_dim_v) not in self.pair_configs:
+            if built is None:
                 raise ValueError(f"kernel {self.name}: no tile config for QK/V head dims "
                                  f"{head_dim}/{head_dim_v} (builds {self.dims_text()})")
-            return self.pair_configs[(head_dim, head_dim_v)]
-        if head_dim not in self.configs:
+            return self.pair_configs[built]
+        if built is None:
             raise ValueError(f"kernel {self.name}: no tile config for head dim {head_dim} "
                              f"(has {sorted(self.configs)})")
-        return self.configs[head_dim]
+        return self.configs[built[0]]
 
 
 @dataclass(frozen=True)
@@ -245,6 +265,7 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
         priority=int(raw.get("priority", 0)),
         kernel_class=str(raw.get("class", "")),
         pair_configs=pair_configs,
+        pads_head_dims=bool(raw.get("pads_head_dims", False)),
     )
 
 
@@ -373,9 +394,9 @@ class LibraryKernel:
         the float16 flag for fp16. A config field without a macro is fixed by
         the source: it must keep the metadata's value."""
         meta = self.metadata
-        if head_dim not in meta.head_dims and head_dim_v is None:
+        if not meta.supports_dims(head_dim) and head_dim_v is None:
             raise ValueError(f"{self.name}: head dim {head_dim} not supported "
-                             f"(have {meta.head_dims})")
+                             f"(builds {meta.dims_text()})")
         if dtype not in meta.dtypes:
             raise TypeError(f"{self.name}: dtype {dtype} not supported (have {meta.dtypes})")
         base = self._base_config(head_dim, head_dim_v)
@@ -384,7 +405,9 @@ class LibraryKernel:
             raise TypeError(f"{self.name}: tile config must be a {self.config_type.__name__}, "
                             f"got {type(cfg).__name__}")
         macros = meta.defines
-        out: dict[str, int] = {macros["head_dim"]: head_dim}
+        # (a head dim the entry pads builds at the wider one: its loads zero-fill)
+        built = meta.built_dims(head_dim, head_dim_v)
+        out: dict[str, int] = {macros["head_dim"]: built[0] if built else head_dim}
         if head_dim_v is not None and "head_dim_v" in macros:
             out[macros["head_dim_v"]] = head_dim_v
         for f in dataclasses.fields(cfg):
@@ -544,6 +567,8 @@ def _check_inputs(kernel: LibraryKernel, q: torch.Tensor, k: torch.Tensor, v: to
     v_dims: dict[int, list[int]] = {d: [d] for d in meta.head_dims}
     for d, dv in meta.pair_configs:
         v_dims.setdefault(d, []).append(dv)
+    if q.dim() == 4 and v.dim() == 4 and meta.supports_dims(q.shape[3], v.shape[3]):
+        v_dims.setdefault(q.shape[3], []).append(v.shape[3])  # (a padded head dim)
     check_inputs(q, k, v, meta.head_dims, meta.dtypes, aux, what=kernel.name,
                  v_head_dims=v_dims)
 

@@ -1,4 +1,5 @@
-"""Specs whose V head dim differs from QK's (MLA's 192/128). fa_sm90 builds that
+"""Head dims beyond the equal ones each entry has a tile for. Specs whose V head dim
+differs from QK's (MLA's 192/128). fa_sm90 builds that
 pair as it is (metadata "head_dim_pairs", CUBRIDGE_HEAD_DIM_V), so on Hopper it is
 selected as for any head dim it builds; on Ampere no entry builds it, and fa_sm80,
 whose build takes CUBRIDGE_HEAD_DIM_V, is the one the LLM path edits. A pair no
@@ -24,7 +25,7 @@ def test_mla_on_hopper_selects_fa_sm90_which_builds_the_pair_as_it_is():
     fa_sm90 = get_kernel("fa_sm90")
     assert select_for_spec(spec, "sm_90a") is fa_sm90 and fa_sm90.takes_head_dim_v
     assert fa_sm90.metadata.supports_dims(192, 128)
-    assert not fa_sm90.metadata.supports_dims(192) and not fa_sm90.metadata.supports_dims(256, 128)
+    assert not fa_sm90.metadata.supports_dims(256, 128)
     assert str(choose_for_spec(spec, "sm_90a")).startswith(
         "fa_sm90 for sm_90a, D=192/128, bfloat16, softmax: the highest-priority entry")
     # its build: the pair's own tile (one Q buffer: O is staged in it) and both macros
@@ -47,8 +48,7 @@ def test_a_pair_no_entry_builds_goes_to_fa_sm90_for_the_llm_path():
     sel = choose_for_spec(spec, "sm_90a")
     assert sel.kernel.name == "fa_sm90"
     assert "no entry supports the request as it is" in sel.reason
-    assert ("QK/V head dims 256/128 not among 64, 128, 256 (QK = V); QK/V 192/128"
-            in sel.reason)
+    assert "QK/V head dims 256/128 not among 64, 128, 256 (QK = V)" in sel.reason
 
 
 def test_equal_head_dims_on_hopper_keep_fa_sm90():
@@ -67,3 +67,26 @@ def test_asking_an_entry_without_a_v_head_dim_for_mla_is_a_clear_error(monkeypat
                        r"differ \(192/128\) .* use fa_sm90"):
         select_for_spec(spec, "sm_90a", "fa_sm80")
     assert select_for_spec(spec, "sm_90a", "fa_sm90").name == "fa_sm90"
+
+
+def test_head_dims_between_the_tiles_run_on_the_next_wider_build():
+    """fa_sm90 pads (metadata "pads_head_dims"): a head dim that is a multiple of 8
+    between 64 and 256 runs on the next wider build, whose TMA loads zero-fill the
+    columns past it; the cubin is that build's own. fa_sm80 (cp.async) does not."""
+    import torch
+
+    meta = get_kernel("fa_sm90").metadata
+    assert [meta.built_dims(d) for d in (80, 96, 112, 160, 192, 248)] == \
+        [(128, 128)] * 3 + [(256, 256)] * 3
+    assert [meta.built_dims(d) for d in (48, 100, 264)] == [None, None, None]
+    fa_sm90 = get_kernel("fa_sm90")
+    assert fa_sm90.compile_defines(96, torch.bfloat16) == fa_sm90.compile_defines(128,
+                                                                                torch.bfloat16)
+    assert fa_sm90.config(192) == fa_sm90.config(256) and fa_sm90.table_block(96) == (64, 128)
+    assert not get_kernel("fa_sm80").metadata.supports_dims(96)
+    spec = load(SPECS / "phi3_mini.py")
+    assert str(choose_for_spec(spec, "sm_90a")).startswith(
+        "fa_sm90 for sm_90a, D=96, bfloat16, softmax: the highest-priority entry")
+    assert "head dim 96 not among 64, 128 (QK = V)" in str(choose_for_spec(spec, "sm_80"))
+    with pytest.raises(ValueError, match="fa_sm90: head dim 100 not supported"):
+        fa_sm90.compile_defines(100, torch.bfloat16)
