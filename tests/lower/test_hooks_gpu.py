@@ -71,61 +71,28 @@ def test_generated_hooks_compute_the_spec_on_the_gpu(name, kernel_name):
     assert report.passed, report.table()
 
 
-# fa_sm90 at D = 256 (64-key blocks, one Q buffer with O staged in it): every hook
-# family, with tails, Sq != Sk both ways, GQA and more tiles than SMs.
-SHAPES_D256 = [Shape(2, 16, 2, 200, 127, 256), Shape(1, 4, 4, 65, 300, 256),
-               Shape(1, 8, 1, 2100, 2300, 256), Shape(3, 40, 8, 700, 900, 256)]
+# fa_sm90 at its other head dims, every hook family, with tails, Sq != Sk both ways, GQA
+# and more tiles than SMs: D = 256 (64-key blocks, one Q buffer with O staged in it), QK/V
+# 192/128 (MLA's: 128-key blocks, one Q buffer, pair reads not staged) and D = 96 (run on
+# the D = 128 build: TMA zero-fills the columns past 96 and the store skips them).
+OTHER_HEAD_DIMS = {"head_dim_256": (256, None), "qk_v_192_128": (192, 128),
+                   "head_dim_96": (96, None)}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dims", OTHER_HEAD_DIMS.values(), ids=OTHER_HEAD_DIMS)
 @pytest.mark.parametrize("name", sorted(SPECS))
-def test_generated_hooks_at_head_dim_256(name):
+def test_generated_hooks_at_fa_sm90s_other_head_dims(name, dims):
     from cubridge.verify import verify
 
     if not _runs_here("fa_sm90"):
         pytest.skip("fa_sm90 does not run on this GPU")
+    d, dv = dims
+    shapes = [Shape(2, 16, 2, 200, 127, d, dv), Shape(1, 4, 4, 65, 300, d, dv),
+              Shape(1, 8, 1, 2100, 2300, d, dv), Shape(3, 40, 8, 700, 900, d, dv)]
     spec = SPECS[name]
-    report = verify(spec, _impl(spec, "fa_sm90", 256), device="cuda", dtypes=[torch.bfloat16],
-                    shapes=SHAPES_D256, seed=0, require_lse=spec.returns_lse)
-    assert report.passed, report.table()
-
-
-# fa_sm90 at head dim 96, which it runs on its D = 128 build (TMA zero-fills the
-# columns past 96 and its store skips them): every hook family.
-SHAPES_D96 = [Shape(2, 16, 2, 200, 127, 96), Shape(1, 4, 4, 65, 300, 96),
-              Shape(1, 8, 1, 2100, 2300, 96), Shape(3, 40, 8, 700, 900, 96)]
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name", sorted(SPECS))
-def test_generated_hooks_at_head_dim_96(name):
-    from cubridge.verify import verify
-
-    if not _runs_here("fa_sm90"):
-        pytest.skip("fa_sm90 does not run on this GPU")
-    spec = SPECS[name]
-    report = verify(spec, _impl(spec, "fa_sm90", 96), device="cuda", dtypes=[torch.bfloat16],
-                    shapes=SHAPES_D96, seed=0, require_lse=spec.returns_lse)
-    assert report.passed, report.table()
-
-
-# fa_sm90 at QK/V head dims 192/128 (MLA's; 128-key blocks, one Q buffer with O staged
-# in it, pair reads not staged): every hook family.
-SHAPES_MLA = [Shape(2, 16, 2, 200, 127, 192, 128), Shape(1, 4, 4, 65, 300, 192, 128),
-              Shape(1, 8, 1, 2100, 2300, 192, 128), Shape(3, 40, 8, 700, 900, 192, 128)]
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name", sorted(SPECS))
-def test_generated_hooks_at_qk_v_head_dims_192_128(name):
-    from cubridge.verify import verify
-
-    if not _runs_here("fa_sm90"):
-        pytest.skip("fa_sm90 does not run on this GPU")
-    spec = SPECS[name]
-    report = verify(spec, _impl(spec, "fa_sm90", 192, 128), device="cuda",
-                    dtypes=[torch.bfloat16], shapes=SHAPES_MLA, seed=0,
-                    require_lse=spec.returns_lse)
+    report = verify(spec, _impl(spec, "fa_sm90", d, dv), device="cuda", dtypes=[torch.bfloat16],
+                    shapes=shapes, seed=0, require_lse=spec.returns_lse)
     assert report.passed, report.table()
 
 
