@@ -82,8 +82,17 @@ def _defines_text(kernel: LibraryKernel, builds: list[KernelBuild], dtype: Any) 
         f"- build {i + 1}: " + ", ".join(
             f"{k}={v}" for k, v in kernel.compile_defines(
                 b.head_dim, dtype, kernel.build_config(b), causal=b.causal,
-                head_dim_v=b.head_dim_v).items())
+                head_dim_v=b.head_dim_v).items()) + _padded_text(kernel, b)
         for i, b in enumerate(builds))
+
+
+def _padded_text(kernel: LibraryKernel, build: KernelBuild) -> str:
+    """What a build whose head dim the entry pads runs on (else "")."""
+    built = kernel.metadata.built_dims(*build.dims)
+    if built is None or built == build.dims:
+        return ""
+    return (f" (the problem's head dim {build.head_dim} runs on the {built[0]}-wide build: "
+            f"its loads zero-fill the columns past {build.head_dim}, its stores skip them)")
 
 
 def describe_target(target_ir: Path, kernel: LibraryKernel, settings: StageSettings
