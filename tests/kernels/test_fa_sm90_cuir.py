@@ -302,8 +302,8 @@ def test_consumers_issue_in_the_order_of_the_cuda(policy):
     assert ops["v_loader"] == V_LOADER
 
 
-# with one Q buffer (D = 256's config): the last PV alone, O stored and Q released,
-# then the next tile's Q awaited and its first S alone
+# with one Q buffer (D = 256's config): the last PV alone, O stored and the consumer's
+# Q rows released, then its rows of the next tile awaited and its first S alone
 ONE_Q_LAST_PV = ["sync mma_token0", "O+=PV", "commit", "arrive mma_token1", "wait_group 0"]
 CONSUMER0_ONE_Q = [
     "wait q_full0 0", *FIRST_BLOCK,
@@ -323,10 +323,19 @@ CONSUMER0_ONE_Q = [
 def test_one_q_buffer_stores_a_tile_before_the_next_q_loads(policy):
     log = _trace(policy, q_buffers=1)
     assert [op for who, op in log if who == "consumer0"] == CONSUMER0_ONE_Q
-    # the producer reloads the one buffer only once both consumers released it
-    assert [op for who, op in log if who == "producer" and "q_" in op] == [
-        "expect_tx q_full0", "arrive q_full0", "wait q_empty0 0", "expect_tx q_full0",
-        "arrive q_full0", "wait q_empty0 1", "arrive q_full0", "arrive q_full0"]
+    # each consumer's rows of the one buffer are reloaded once that consumer released
+    # them (its own Q slot), after the tile's first K
+    assert [op for who, op in log if who == "producer"] == [
+        "wait k_empty0 1", "expect_tx k_full0",
+        "expect_tx q_full0", "arrive q_full0", "expect_tx q_full1", "arrive q_full1",
+        "claim 1", "wait k_empty1 1", "expect_tx k_full1",
+        "wait k_empty0 0", "expect_tx k_full0",  # the next tile's first K, then its rows
+        "wait q_empty0 0", "expect_tx q_full0", "arrive q_full0",
+        "wait q_empty1 0", "expect_tx q_full1", "arrive q_full1",
+        "claim 2", "wait k_empty1 0", "expect_tx k_full1",
+        "wait q_empty0 1", "arrive q_full0", "arrive q_full0",  # no more tiles, per slot
+        "wait q_empty1 1", "arrive q_full1", "arrive q_full1",
+        "wait k_empty0 1", "arrive k_full0"]
 
 
 def test_three_consumers_pass_the_token_round_robin():

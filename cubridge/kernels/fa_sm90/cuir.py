@@ -38,7 +38,11 @@ to CTAs as they free up. A CTA has 1 + block_m / 64 warpgroups:
   and QK/V head dims 192/128: two Q tiles, the ring and O's staging tile do not
   fit shared memory) the CUDA
   stages O in the tile's own Q buffer, so the last PV goes alone, then the
-  epilogue, then Q is released and the next tile's Q awaited, its first S alone.
+  epilogue, then the consumer's Q rows are released and its rows of the next
+  tile awaited, its first S alone. Each consumer's rows have a Q slot of their
+  own there (q_full / q_empty / words per consumer): the producer loads the next
+  tile's first K, then each consumer's rows once that consumer released them, so
+  one consumer opens the next tile while the other still stores.
 
 Softmax in exp2 with the lazy rescale: a row max moves only when a block raises
 it by more than RESCALE_THRESHOLD (CUBRIDGE_RESCALE_THRESHOLD, log2 units). A
@@ -117,11 +121,12 @@ SECTION_WAVES = 1
 
 
 class OpenTile:
-    """A consumer's view of one tile: where it is, its Q buffer, and whether it
-    visits any key block (the producer's words, read after Q landed)."""
+    """A consumer's view of one tile: where it is, its Q buffer and Q slot (whose
+    barriers and words it waits on and reads), and whether it visits any key block
+    (the producer's words, read after Q landed)."""
 
-    def __init__(self, t: int, b: int, h: int, m_block: int, qb: int, live: bool):
-        self.t, self.b, self.h, self.m_block, self.qb = t, b, h, m_block, qb
+    def __init__(self, t: int, b: int, h: int, m_block: int, qb: int, qs: int, live: bool):
+        self.t, self.b, self.h, self.m_block, self.qb, self.qs = t, b, h, m_block, qb, qs
         self.live = live
 
 
@@ -268,12 +273,16 @@ class FaSm90(AttentionKernelBase):
         self.info_s = self.alloc(SMEM, (2 + c,), torch.int32, stages=st, name="block_info")
         # and the (batch, K/V head) of the block, for the V loader
         self.kv_s = self.alloc(SMEM, (2,), torch.int32, stages=st, name="kv_batch_head")
-        self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=qbufs, name="tile_live")
-        self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=qbufs, name="tile_index")
+        # Q slots (barriers and words): one per Q buffer, or with one buffer one per
+        # consumer's rows of it (CUDA: kQSlots)
+        q_slots = c if qbufs == 1 else qbufs
+        self.live_s = self.alloc(SMEM, (1,), torch.int32, stages=q_slots, name="tile_live")
+        self.index_s = self.alloc(SMEM, (1,), torch.int32, stages=q_slots, name="tile_index")
         # [next, done]: the tiles claimed past each CTA's first (done: see above)
         self.tile_counter = self.launch_counter("tile_counter", 2)
-        self.q_full = self.barriers(qbufs, 2)  # Q's bytes, then the tile's liveness
-        self.q_empty = self.barriers(qbufs, c)  # CUDA: 4 * c, one arrival per warp
+        self.q_full = self.barriers(q_slots, 2)  # Q's bytes, then the tile's liveness
+        # CUDA: 4 * c (one buffer: 4), one arrival per warp
+        self.q_empty = self.barriers(q_slots, 1 if qbufs == 1 else c)
         self.k_full = self.barriers(st, 1)
         self.k_empty = self.barriers(st, c + 1)  # the V loader too; CUDA: 4 * c + 1
         self.v_full = self.barriers(st, 1)
@@ -311,38 +320,67 @@ class FaSm90(AttentionKernelBase):
             slot.advance()
 
         qbufs = self.q_buffers
+        rows = ROWS_PER_CONSUMER
+
+        def load_q_rows(b: int, h: int, m_block: int, t: int, it: int, live: bool) -> None:
+            """One Q buffer: each consumer's rows of tile t, once that consumer's
+            store of the previous tile has read them (its own Q slot)."""
+            for wg in range(c):
+                if it >= 1:
+                    self.q_empty[wg].wait((it - 1) & 1)
+                self.store(self.index_s[wg], torch.tensor([t], dtype=torch.int32))
+                self.store(self.live_s[wg], torch.tensor([int(live)], dtype=torch.int32))
+                dst = self.q_s[0].rows(wg * rows, rows)
+                self.q_full[wg].arrive_expect_tx(dst.nbytes)
+                self.copy_async(dst, self.q.tile(b, h, start=m_block * self.block_m + wg * rows,
+                                                 rows=rows), self.q_full[wg])
+                self.q_full[wg].arrive()
+
         t, it = cta, 0  # a CTA's first tile is its own index
         while True:
             b, h, m_block = self.tile_at(t)
             qb = it % qbufs
-            if it >= qbufs:  # the consumers released this buffer's previous tile
-                self.q_empty[qb].wait((it // qbufs - 1) & 1)
-            # Q goes out before the walk (which may read tables); the tile's
-            # liveness completes q_full with its second arrival
-            self.store(self.index_s[qb], torch.tensor([t], dtype=torch.int32))
-            self.q_full[qb].arrive_expect_tx(self.q_s[qb].nbytes)
-            self.copy_async(self.q_s[qb],
-                            self.q.tile(b, h, start=m_block * self.block_m, rows=self.block_m),
-                            self.q_full[qb])
+            if qbufs > 1:
+                if it >= qbufs:  # the consumers released this buffer's previous tile
+                    self.q_empty[qb].wait((it // qbufs - 1) & 1)
+                # Q goes out before the walk (which may read tables); the tile's
+                # liveness completes q_full with its second arrival
+                self.store(self.index_s[qb], torch.tensor([t], dtype=torch.int32))
+                self.q_full[qb].arrive_expect_tx(self.q_s[qb].nbytes)
+                self.copy_async(self.q_s[qb],
+                                self.q.tile(b, h, start=m_block * self.block_m,
+                                            rows=self.block_m), self.q_full[qb])
             walk = self.key_walk(b, h, m_block)
-            self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
-            self.q_full[qb].arrive()
+            if qbufs > 1:
+                self.store(self.live_s[qb], torch.tensor([int(bool(walk))], dtype=torch.int32))
+                self.q_full[qb].arrive()
             t_next = None
             for j, (n, kinds) in enumerate(walk):
                 last = j == len(walk) - 1
                 if last:  # the next tile, claimed with this one's last block
                     t_next = self.claim_tile()
                 load_k(b, h, n, kinds, last)
+                if qbufs == 1 and j == 0:  # Q's rows after the tile's first K
+                    load_q_rows(b, h, m_block, t, it, True)
+            if qbufs == 1 and not walk:
+                load_q_rows(b, h, m_block, t, it, False)
             if t_next is None:  # (a tile without live blocks)
                 t_next = self.claim_tile()
             it += 1
-            if t_next >= self.num_tiles():  # no next tile: say so in the next Q buffer
-                qe = it % qbufs
-                if it >= qbufs:
-                    self.q_empty[qe].wait((it // qbufs - 1) & 1)
-                self.store(self.index_s[qe], torch.tensor([-1], dtype=torch.int32))
-                self.q_full[qe].arrive()
-                self.q_full[qe].arrive()  # (both of q_full's arrivals)
+            if t_next >= self.num_tiles():  # no next tile: say so in the next Q slot(s)
+                if qbufs == 1:
+                    for wg in range(c):
+                        self.q_empty[wg].wait((it - 1) & 1)
+                        self.store(self.index_s[wg], torch.tensor([-1], dtype=torch.int32))
+                        self.q_full[wg].arrive()
+                        self.q_full[wg].arrive()  # (both of q_full's arrivals)
+                else:
+                    qe = it % qbufs
+                    if it >= qbufs:
+                        self.q_empty[qe].wait((it // qbufs - 1) & 1)
+                    self.store(self.index_s[qe], torch.tensor([-1], dtype=torch.int32))
+                    self.q_full[qe].arrive()
+                    self.q_full[qe].arrive()  # (both of q_full's arrivals)
                 # and to the V loader, in the next ring slot once its last K is released
                 self.k_empty[slot.index].wait(slot.phase)
                 self.store(self.info_s[slot.index],
@@ -436,14 +474,16 @@ class FaSm90(AttentionKernelBase):
             self.v_empty[prev.index].arrive()
 
         def open_tile(it: int) -> OpenTile | None:
-            """The it-th tile of this CTA: wait for its Q buffer; None: no more."""
+            """The it-th tile of this CTA: wait for its Q slot; None: no more."""
             qb = it % self.q_buffers
-            self.q_full[qb].wait((it // self.q_buffers) & 1)
-            t = int(self.load(self.index_s[qb])[0])
+            one = self.q_buffers == 1
+            qs = wg if one else qb
+            self.q_full[qs].wait(it & 1 if one else (it // self.q_buffers) & 1)
+            t = int(self.load(self.index_s[qs])[0])
             if t < 0:
                 return None
             b, h, m_block = self.tile_at(t)
-            return OpenTile(t, b, h, m_block, qb, bool(self.load(self.live_s[qb])[0]))
+            return OpenTile(t, b, h, m_block, qb, qs, bool(self.load(self.live_s[qs])[0]))
 
         def q_rows(tile: OpenTile):
             return self.q_s[tile.qb].rows(wg * rows, rows)
@@ -472,14 +512,14 @@ class FaSm90(AttentionKernelBase):
                 if prev is not None:
                     last_pv_alone(prev)
                 self.epilogue(softmax, o_acc, b, h, row0, rows)
-                self.q_empty[cur.qb].arrive()
+                self.q_empty[cur.qs].arrive()
                 nxt = open_tile(it + 1)
                 first = issue(q_rows(nxt), None) if nxt is not None and nxt.live else None
                 if nxt is None:
                     break
                 cur, it = nxt, it + 1
                 continue
-            self.q_empty[cur.qb].arrive()  # this tile's Q is no longer read here
+            self.q_empty[cur.qs].arrive()  # this tile's Q is no longer read here
 
             # The next tile, opened now so that its first S is issued with this
             # tile's last PV (the cases of the CUDA, each straight-line there).

@@ -87,13 +87,18 @@ constexpr int kStages = CUBRIDGE_STAGES;
 #define CUBRIDGE_Q_BUFFERS 2
 #endif
 constexpr int kQBuffers = CUBRIDGE_Q_BUFFERS;
-// With one Q buffer (D = 256: two Q tiles, the K/V ring and O's staging tile do not
-// fit 227 KB) O is staged in the tile's own Q buffer, each consumer in its own rows
-// once its last S product retired; the next tile's Q then loads after the store.
+// With one Q buffer (D = 256, QK/V 192/128: two Q tiles, the K/V ring and O's staging
+// tile do not fit 227 KB) O is staged in the tile's own Q buffer, each consumer in its
+// own rows once its last S product retired; its rows of the next tile then load after
+// its store (kQSlots).
 constexpr bool kOInQ = kQBuffers == 1;
 constexpr int kRowsPerConsumer = 64;  // wgmma's M
 constexpr int kConsumers = kBlockM / kRowsPerConsumer;
 constexpr int kThreads = 128 * (kConsumers + 1);
+// Q's barriers and words: per Q buffer, or with one buffer per consumer's rows of it
+// (each consumer reads only its own 64 rows, so the next tile's rows of one consumer
+// load once that consumer's store has read them, while the other still works).
+constexpr int kQSlots = kOInQ ? kConsumers : kQBuffers;
 constexpr int kPanelCols = 64;  // one 128-byte swizzle span of 16-bit elements
 constexpr int kQkSteps = kHeadDim / 16;  // k-steps of S = Q K^T
 constexpr int kPvSteps = kBlockN / 16;   // k-steps of O += P V
@@ -426,7 +431,7 @@ struct SharedStorageOf {
   SwizzledTile<kBlockN> k[kStages];
   SwizzledTile<kBlockN, kHeadDimV> v[kStages];
   OStagingTile<!kOInQ> o;  // epilogue staging for the TMA store (kOInQ: in q[])
-  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
+  uint64_t q_full[kQSlots], q_empty[kQSlots];
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
   // Written by the producer before the arrival that completes the matching
@@ -435,8 +440,8 @@ struct SharedStorageOf {
   // visits any key block at all.
   uint32_t block_info[kStages];
   uint32_t kv_batch_head[kStages];  // the producer's own: (batch << 16 | K/V head) per slot
-  int tile_index[kQBuffers];  // the schedule index of the tile in each Q buffer; -1: no more
-  int tile_live[kQBuffers];
+  int tile_index[kQSlots];  // the schedule index of the tile in each Q slot; -1: no more
+  int tile_live[kQSlots];
   StagedKeyRing<kKeyReads> staged_keys;  // key-only mask reads per ring slot
   PairTile<kPairStaged && !kPairInO> pair;  // pair reads' rows (else in o's rows)
 };
@@ -495,6 +500,7 @@ struct Sm90Params {
   cubridge::FastDivisor by_section;        // section
   cubridge::FastDivisor by_heads_q;        // p.heads_q
   cubridge::FastDivisor by_group;          // p.heads_q / p.heads_k (q heads per K/V head)
+  CUtensorMap tma_q_rows;  // Q in boxes of one consumer's 64 rows (kOInQ's loads)
 };
 
 struct Tile {
@@ -739,18 +745,47 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
     // Q goes out before the walk, which may read tables: q_full takes two arrivals,
     // Q's (with its bytes) and the word whether the tile visits any key block.
     const int qb = iter % kQBuffers;
-    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
-    if (lane == 0) {
-      sh.tile_index[qb] = t;
-      load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
+    if constexpr (!kOInQ) {
+      if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
+      if (lane == 0) {
+        sh.tile_index[qb] = t;
+        load_tile(&P.tma_q, sh.q[qb], &sh.q_full[qb], tile.m_block * kBlockM, tile.h, tile.b);
+      }
     }
     KeyWalk walk(p, tile, lane);
     BlockKind kinds[kConsumers];
     int n = walk.next(p, kinds, lane);
-    if (lane == 0) {
-      sh.tile_live[qb] = n >= 0;
-      mbar_arrive(&sh.q_full[qb]);
+    const bool live = n >= 0;
+    if constexpr (!kOInQ) {
+      if (lane == 0) {
+        sh.tile_live[qb] = live;
+        mbar_arrive(&sh.q_full[qb]);
+      }
     }
+    // One Q buffer: each consumer's rows of this tile load once its store of the last
+    // tile has read them, after the tile's first K (so that K is in the ring when the
+    // first consumer's rows land, not behind the other consumer's store).
+    bool q_rows_due = kOInQ;
+    auto load_q_rows = [&] {
+#pragma unroll
+      for (int c = 0; c < kConsumers; ++c) {
+        if (iter >= 1) mbar_wait(&sh.q_empty[c], (iter - 1) & 1);
+        if (lane == 0) {
+          sh.tile_index[c] = t;
+          sh.tile_live[c] = live;
+          mbar_arrive_expect_tx(&sh.q_full[c], SwizzledTile<kRowsPerConsumer>::kBytes);
+#pragma unroll
+          for (int pn = 0; pn < SwizzledTile<kBlockM>::kPanels; ++pn) {
+            tma_load_4d(&P.tma_q_rows,
+                        static_cast<char*>(sh.q[qb].panel(pn)) + c * kRowsPerConsumer * 128,
+                        &sh.q_full[c], pn * kPanelCols,
+                        tile.m_block * kBlockM + c * kRowsPerConsumer, tile.h, tile.b);
+          }
+          mbar_arrive(&sh.q_full[c]);  // (the word, q_full's second arrival)
+        }
+      }
+      q_rows_due = false;
+    };
     // The CTA's next tile is claimed with the last key block of this one, when the
     // CTA is about to free up (tiles then go to CTAs as they free up, longest first
     // within an L2 section: balanced with sections of one wave); the atomic's round
@@ -794,17 +829,31 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
       n = next;
 #pragma unroll
       for (int c = 0; c < kConsumers; ++c) kinds[c] = next_kinds[c];
+      if (kOInQ && q_rows_due) load_q_rows();
     }
+    if (kOInQ && q_rows_due) load_q_rows();  // (a tile without live blocks)
     if (t_next < 0 && lane == 0) t_next = claim_tile(P);  // (a tile without live blocks)
     t = __shfl_sync(0xffffffffu, t_next, 0);
     if (t >= P.num_tiles) {
-      // No next tile: the consumers learn it from the next Q buffer (index -1).
-      const int qe = (iter + 1) % kQBuffers;
-      if (iter + 1 >= kQBuffers) mbar_wait(&sh.q_empty[qe], ((iter + 1) / kQBuffers - 1) & 1);
-      if (lane == 0) {
-        sh.tile_index[qe] = -1;
-        mbar_arrive(&sh.q_full[qe]);
-        mbar_arrive(&sh.q_full[qe]);  // (both of q_full's arrivals)
+      // No next tile: the consumers learn it from the next Q slot (index -1).
+      if constexpr (kOInQ) {
+#pragma unroll
+        for (int c = 0; c < kConsumers; ++c) {
+          mbar_wait(&sh.q_empty[c], iter & 1);
+          if (lane == 0) {
+            sh.tile_index[c] = -1;
+            mbar_arrive(&sh.q_full[c]);
+            mbar_arrive(&sh.q_full[c]);  // (both of q_full's arrivals)
+          }
+        }
+      } else {
+        const int qe = (iter + 1) % kQBuffers;
+        if (iter + 1 >= kQBuffers) mbar_wait(&sh.q_empty[qe], ((iter + 1) / kQBuffers - 1) & 1);
+        if (lane == 0) {
+          sh.tile_index[qe] = -1;
+          mbar_arrive(&sh.q_full[qe]);
+          mbar_arrive(&sh.q_full[qe]);  // (both of q_full's arrivals)
+        }
       }
       // The V loader's end: the next ring position's words, once its last K is released.
       mbar_wait(&sh.k_empty[slot.index], slot.phase ^ 1u);
@@ -1936,18 +1985,21 @@ struct OpenTile {
   int t;
   Tile tile;
   int qb;
+  int qs;  // its Q slot (barriers, words): qb, or with one Q buffer the consumer
   bool live;
   uint32_t info;
 };
 
 // Wait for the iter-th tile of this CTA (its Q, or the producer's word that there
 // is none) and decode it.
-__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int iter) {
+__device__ __forceinline__ OpenTile open_tile(const Sm90Params& P, SharedStorage& sh, int iter,
+                                              int consumer) {
   OpenTile ot;
   ot.qb = iter % kQBuffers;
-  mbar_wait(&sh.q_full[ot.qb], (iter / kQBuffers) & 1);
-  ot.t = sh.tile_index[ot.qb];
-  ot.live = ot.t >= 0 && sh.tile_live[ot.qb] != 0;
+  ot.qs = kOInQ ? consumer : ot.qb;
+  mbar_wait(&sh.q_full[ot.qs], kOInQ ? iter & 1 : (iter / kQBuffers) & 1);
+  ot.t = sh.tile_index[ot.qs];
+  ot.live = ot.t >= 0 && sh.tile_live[ot.qs] != 0;
   ot.tile = tile_at(max(ot.t, 0), P);
   ot.info = 0;
   return ot;
@@ -2002,7 +2054,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     fence_operands(o);
     release(&sh.v_empty[pv.index], thread);
   };
-  OpenTile cur = open_tile(P, sh, iter);
+  OpenTile cur = open_tile(P, sh, iter, consumer);
   // The S product of a tile's first block is issued before the previous tile's
   // epilogue (below, except for the CTA's first tile and with one Q buffer), so that
   // the tensor cores have work across tile boundaries.
@@ -2175,30 +2227,31 @@ __device__ __forceinline__ void consumer(const Sm90Params& P, SharedStorage& sh,
     trace.stamp(kTraceSteadyEnd);
     const RowsOut rows_out = finish_rows(st, rs.t);
     // (read again here where P alternates: held across the loop it spilled)
-    const bool live_at_end = kAlternatingP ? cur.t >= 0 && sh.tile_live[cur.qb] != 0 : live;
+    const bool live_at_end = kAlternatingP ? cur.t >= 0 && sh.tile_live[cur.qs] != 0 : live;
     OpenTile next;
     if constexpr (kOInQ) {
       // One Q buffer: the last PV product, then the epilogue stages O in this tile's
-      // Q rows of the consumer, and Q is released once the store has read them; only
-      // then can the next tile's Q land and its first S product be issued.
+      // Q rows of the consumer, and the rows are released once the store has read
+      // them; only then can its rows of the next tile land (the producer loads each
+      // consumer's rows on their own Q slot) and its first S product be issued.
       if (live_at_end) last_pv_alone(pv, o_written);
       epilogue(P, sh, cur.tile, cur.qb, consumer, thread, pos, o, live_at_end, rows_out,
                &trace);
       if (thread == 0) tma_store_wait_read();
       named_barrier_sync(kEpilogueBarrier + consumer, 128);
-      release(&sh.q_empty[cur.qb], thread);
-      next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
+      release(&sh.q_empty[cur.qs], thread);
+      next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1, consumer); });
       load_row_staged(rows, p, next.tile,
                       next.tile.m_block * kBlockM + consumer * kRowsPerConsumer, pos);
       rows.ahead = true;
       if (next.live) first_s_alone(next);
     } else {
       // Q of this tile is no longer read by this consumer.
-      release(&sh.q_empty[cur.qb], thread);
+      release(&sh.q_empty[cur.qs], thread);
 
       // The next tile of the schedule, opened now so that its first S product can be
       // issued together with this tile's last PV product.
-      next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1); });
+      next = trace.timed(kTraceWaitQ, [&] { return open_tile(P, sh, iter + 1, consumer); });
       // The next tile's staged query reads go out now (this tile's are dead): their
       // loads' latency then passes under this tile's last products and epilogue instead
       // of standing before the next tile's first mask.
@@ -2270,9 +2323,9 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
   // is every branch derived from it (no serialised wgmma in 'divergent' paths).
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kQBuffers; ++i) {
+    for (int i = 0; i < kQSlots; ++i) {
       mbar_init(&sh.q_full[i], 2);  // Q's bytes, then the tile's liveness
-      mbar_init(&sh.q_empty[i], 4 * kConsumers);
+      mbar_init(&sh.q_empty[i], kOInQ ? 4 : 4 * kConsumers);  // (a warp's lane 0 each)
     }
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&sh.k_full[i], 1);
@@ -2281,7 +2334,7 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
       mbar_init(&sh.v_empty[i], 4 * kConsumers);
     }
     mbar_init_fence();
-    tma_prefetch_map(&P.tma_q);
+    tma_prefetch_map(kOInQ ? &P.tma_q_rows : &P.tma_q);
     tma_prefetch_map(&P.tma_k);
     tma_prefetch_map(&P.tma_v);
     tma_prefetch_map(&P.tma_o);

@@ -49,9 +49,10 @@ def _params_struct() -> type[ctypes.Structure]:
     pad = -ctypes.sizeof(Head) % 128  # CUtensorMap is alignas(128) in CUDA 13 headers
 
     class Sm90Params(ctypes.Structure):
-        """The tensor maps, the FwdParams every entry takes (as `p`), the tile schedule."""
+        """The tensor maps, the FwdParams every entry takes (as `p`), the tile schedule,
+        and Q's map in boxes of one consumer's rows (the one-Q-buffer builds' loads)."""
 
-        _fields_ = [*fields, ("_pad", ctypes.c_uint8 * pad)]
+        _fields_ = [*fields, ("_pad", ctypes.c_uint8 * pad), ("tma_q_rows", TensorMap)]
 
     return Sm90Params
 
@@ -163,6 +164,7 @@ def sm90_launch(info: KernelInfo, entry: str, q: torch.Tensor, k: torch.Tensor,
     prm.tma_k = tensor_map(k, info.block_n, "k")
     prm.tma_v = tensor_map(v, info.block_n, "v")
     prm.tma_o = tensor_map(out, ROWS_PER_CONSUMER, "out")
+    prm.tma_q_rows = tensor_map(q, ROWS_PER_CONSUMER, "q")
     fill_fwd_params(prm.p, q, k, v, out, lse, scale, aux)
     prm.num_m_blocks = (sq + info.block_m - 1) // info.block_m
     tiles = b * hq * prm.num_m_blocks
