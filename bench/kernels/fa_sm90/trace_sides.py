@@ -70,17 +70,21 @@ PRODUCER_EDITS = [
     ("  RingSlot slot;\n  int t = blockIdx.x;",
      "  RingSlot slot;\n  ProducerTrace pt;\n  int t = blockIdx.x;", 1),
     ("""    const int qb = iter % kQBuffers;
-    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);""",
+    if constexpr (!kOInQ) {
+      if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);""",
      """    pt.open(iter, lane, t);
     const int qb = iter % kQBuffers;
     uint32_t t0 = pt.now();
-    if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
-    pt.add(kPWaitQEmpty, pt.now() - t0);""", 1),
+    if constexpr (!kOInQ) {  // (one Q buffer: its per-consumer waits are not counted)
+      if (iter >= kQBuffers) mbar_wait(&sh.q_empty[qb], (iter / kQBuffers - 1) & 1);
+      pt.add(kPWaitQEmpty, pt.now() - t0);""", 1),
     ("""tile.m_block * kBlockM, tile.h, tile.b);
+      }
     }
     KeyWalk walk(p, tile, lane);
     BlockKind kinds[kConsumers];
     int n = walk.next(p, kinds, lane);""", """tile.m_block * kBlockM, tile.h, tile.b);
+      }
     }
     pt.stamp(kPQ);
     t0 = pt.now();
