@@ -108,7 +108,7 @@ class KernelMetadata:
     pair_configs: Mapping[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
     # metadata.json's "pads_head_dims": a QK = V head dim that is a multiple of 8
     # between its smallest and largest runs on the next wider build (the source's
-    # loads zero-fill the columns past it and its stores skip them: fa_sm90's TMA)
+    # loads zero-fill the columns past it and its stores skip them, as TMA does)
     pads_head_dims: bool = False
 
     def built_dims(self, head_dim: int, head_dim_v: int | None = None
