@@ -39,13 +39,18 @@ class KernelInfo:
     # Key blocks the entry lists per CTA (`cubridge_visit_cap`); past that the
     # launcher takes the `<entry>_long` variant. None: the kernel has one entry.
     visit_cap: int | None = None
+    # Columns of the Q/K and of the V/O tiles' swizzled shared-memory panels
+    # (`cubridge_tile_panels`; TMA kernels encode their boxes with them). None: the
+    # kernel states none.
+    panel_cols: tuple[int, int] | None = None
 
     @classmethod
-    def from_bytes(cls, raw: bytes, visit_cap: int | None = None) -> KernelInfo:
+    def from_bytes(cls, raw: bytes, visit_cap: int | None = None,
+                   panel_cols: tuple[int, int] | None = None) -> KernelInfo:
         v = [int.from_bytes(raw[4 * i:4 * i + 4], "little", signed=True) for i in range(7)]
         if v[4] not in NORMALIZERS:
             raise LaunchError(f"cubridge_kernel_info names unknown normaliser {v[4]}")
-        return cls(v[0], v[1], v[2], v[3], NORMALIZERS[v[4]], v[5], v[6], visit_cap)
+        return cls(v[0], v[1], v[2], v[3], NORMALIZERS[v[4]], v[5], v[6], visit_cap, panel_cols)
 
     def entry_for(self, entry: str, seqlen_k: int) -> str:
         """The entry point that handles Sk keys."""
@@ -85,7 +90,11 @@ class AttentionKernel:
             cap = None
             if module.has_global("cubridge_visit_cap"):
                 cap = int.from_bytes(module.read_global("cubridge_visit_cap", 4), "little")
-            self._info[device.index] = KernelInfo.from_bytes(raw, cap)
+            panels = None
+            if module.has_global("cubridge_tile_panels"):
+                words = module.read_global("cubridge_tile_panels", 8)
+                panels = (int.from_bytes(words[:4], "little"), int.from_bytes(words[4:], "little"))
+            self._info[device.index] = KernelInfo.from_bytes(raw, cap, panels)
         return self._info[device.index]
 
     def normalizer(self, device: torch.device) -> str:

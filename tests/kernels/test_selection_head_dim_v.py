@@ -48,7 +48,7 @@ def test_a_pair_no_entry_builds_goes_to_fa_sm90_for_the_llm_path():
     sel = choose_for_spec(spec, "sm_90a")
     assert sel.kernel.name == "fa_sm90"
     assert "no entry supports the request as it is" in sel.reason
-    assert "QK/V head dims 256/128 not among 64, 128, 256 (QK = V)" in sel.reason
+    assert "QK/V head dims 256/128 not among 64, 96, 128, 256 (QK = V)" in sel.reason
 
 
 def test_equal_head_dims_on_hopper_keep_fa_sm90():
@@ -77,12 +77,16 @@ def test_head_dims_between_the_tiles_run_on_the_next_wider_build():
 
     meta = get_kernel("fa_sm90").metadata
     assert [meta.built_dims(d) for d in (80, 96, 112, 160, 192, 248)] == \
-        [(128, 128)] * 3 + [(256, 256)] * 3
+        [(96, 96)] * 2 + [(128, 128)] + [(256, 256)] * 3
     assert [meta.built_dims(d) for d in (48, 100, 264)] == [None, None, None]
     fa_sm90 = get_kernel("fa_sm90")
-    assert fa_sm90.compile_defines(96, torch.bfloat16) == fa_sm90.compile_defines(128,
+    assert fa_sm90.compile_defines(80, torch.bfloat16) == fa_sm90.compile_defines(96,
                                                                                 torch.bfloat16)
-    assert fa_sm90.config(192) == fa_sm90.config(256) and fa_sm90.table_block(96) == (64, 128)
+    assert fa_sm90.compile_defines(112, torch.bfloat16) == \
+        fa_sm90.compile_defines(128, torch.bfloat16)
+    assert fa_sm90.compile_defines(96, torch.bfloat16) != \
+        fa_sm90.compile_defines(128, torch.bfloat16)  # (96 has a build of its own)
+    assert fa_sm90.config(192) == fa_sm90.config(256) and fa_sm90.table_block(80) == (64, 128)
     assert not get_kernel("fa_sm80").metadata.supports_dims(96)
     spec = load(SPECS / "phi3_mini.py")
     assert str(choose_for_spec(spec, "sm_90a")).startswith(

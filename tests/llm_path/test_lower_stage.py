@@ -163,14 +163,14 @@ def test_lowering_replayed_from_recorded_fixture_compiles(variant, library, buil
 
 
 def test_the_lowering_prompt_says_where_a_padded_head_dim_runs():
-    """A head dim fa_sm90 pads (96) is built at 128: the builds the prompt lists say so,
+    """A head dim fa_sm90 pads (112) is built at 128: the builds the prompt lists say so,
     so an edit is written for the 128-wide tiles the source really has."""
     from cubridge.llm_path.lower import _defines_text
 
     fa_sm90 = get_kernel("fa_sm90")
-    text = _defines_text(fa_sm90, [fa_sm90.build_for(96), fa_sm90.build_for(128)], torch.bfloat16)
+    text = _defines_text(fa_sm90, [fa_sm90.build_for(112), fa_sm90.build_for(128)], torch.bfloat16)
     padded, native = text.splitlines()
     assert "CUBRIDGE_HEAD_DIM=128" in padded and "CUBRIDGE_HEAD_DIM=128" in native
-    assert padded.endswith("(the problem's head dim 96 runs on the 128-wide build: its loads "
-                           "zero-fill the columns past 96, its stores skip them)")
+    assert padded.endswith("(the problem's head dim 112 runs on the 128-wide build: its loads "
+                           "zero-fill the columns past 112, its stores skip them)")
     assert "zero-fill" not in native

@@ -73,10 +73,11 @@ def test_generated_hooks_compute_the_spec_on_the_gpu(name, kernel_name):
 
 # fa_sm90 at its other head dims, every hook family, with tails, Sq != Sk both ways, GQA
 # and more tiles than SMs: D = 256 (64-key blocks, one Q buffer with O staged in it), QK/V
-# 192/128 (MLA's: 128-key blocks, one Q buffer, pair reads not staged) and D = 96 (run on
-# the D = 128 build: TMA zero-fills the columns past 96 and the store skips them).
+# 192/128 (MLA's: 128-key blocks, one Q buffer, pair reads not staged), D = 96 (its own
+# build: 64-byte-swizzled panels of 32 columns) and D = 80 (run on the D = 96 build: TMA
+# zero-fills the columns past 80 and the store skips them).
 OTHER_HEAD_DIMS = {"head_dim_256": (256, None), "qk_v_192_128": (192, 128),
-                   "head_dim_96": (96, None)}
+                   "head_dim_96": (96, None), "head_dim_80": (80, None)}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

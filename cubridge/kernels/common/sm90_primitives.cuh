@@ -161,17 +161,20 @@ __device__ __forceinline__ void keep_live(const uint32_t (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("{\n.reg .b32 t;\nmov.b32 t, %0;\n}\n" ::"r"(r[i]));
 }
 
-// Matrix descriptor of a tile in shared memory stored in 128-byte-swizzled
-// panels (rows of 64 16-bit elements, 8-row atoms of 1024 B, the layout TMA
-// writes with CU_TENSOR_MAP_SWIZZLE_128B). `lead` and `stride` are the leading
-// and stride byte offsets: for K-major operands `stride` = 1024 (the next 8 rows)
-// and `lead` is unused; for MN-major ones `lead` is the distance between 64-wide
-// panels and `stride` = 1024 (the next 8 rows of K). Tiles are 1024-B aligned.
-__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lead,
-                                                    uint32_t stride) {
+// Matrix descriptor of a tile in shared memory stored in swizzled panels: rows of
+// kSwizzleBytes (128: 64 16-bit elements, CU_TENSOR_MAP_SWIZZLE_128B; 64: 32 of them,
+// ..._64B), 8-row atoms of 8 x kSwizzleBytes, the layout TMA writes. `lead` and
+// `stride` are the leading and stride byte offsets: for K-major operands `stride` is
+// one atom (the next 8 rows) and `lead` is unused; for MN-major ones `lead` is the
+// distance between column panels and `stride` one atom (the next 8 rows of K). Tiles
+// sit on atom boundaries.
+template <int kSwizzleBytes>
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lead, uint32_t stride) {
+  static_assert(kSwizzleBytes == 128 || kSwizzleBytes == 64, "128- or 64-byte swizzle");
+  constexpr uint64_t kLayout = kSwizzleBytes == 128 ? 1 : 2;  // the descriptor's swizzle mode
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
          (static_cast<uint64_t>(lead >> 4) << 16) | (static_cast<uint64_t>(stride >> 4) << 32) |
-         (1ull << 62);
+         (kLayout << 62);
 }
 
 }  // namespace sm90

@@ -99,7 +99,6 @@ constexpr int kThreads = 128 * (kConsumers + 1);
 // (each consumer reads only its own 64 rows, so the next tile's rows of one consumer
 // load once that consumer's store has read them, while the other still works).
 constexpr int kQSlots = kOInQ ? kConsumers : kQBuffers;
-constexpr int kPanelCols = 64;  // one 128-byte swizzle span of 16-bit elements
 constexpr int kQkSteps = kHeadDim / 16;  // k-steps of S = Q K^T
 constexpr int kPvSteps = kBlockN / 16;   // k-steps of O += P V
 constexpr int kSAcc = kBlockN / 2;       // S accumulators per thread
@@ -113,12 +112,14 @@ constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
-static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192 || kHeadDim == 256,
-              "QK head dim must be 64, 128, 192 or 256");
-static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256,
-              "V head dim must be 64, 128 or 256 (wgmma n of O += P V)");
-static_assert(!(kQBuffers == 1) || kHeadDimV <= kHeadDim,
-              "O is staged in its tile's Q buffer: the V head dim must fit the QK one");
+static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 192 ||
+                  kHeadDim == 256,
+              "QK head dim must be 64, 96, 128, 192 or 256");
+static_assert(kHeadDimV == 64 || kHeadDimV == 96 || kHeadDimV == 128 || kHeadDimV == 256,
+              "V head dim must be 64, 96, 128 or 256 (wgmma n of O += P V)");
+static_assert(!(kQBuffers == 1) || (kHeadDimV <= kHeadDim && kHeadDimV % 64 == 0),
+              "O is staged in its tile's Q buffer: the V head dim must fit the QK one, "
+              "in the same 128-byte swizzled panels");
 static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
 static_assert(kBlockM % kRowsPerConsumer == 0 && (kConsumers == 2 || kConsumers == 3),
               "block_m is 2 or 3 consumer warpgroups of 64 rows");
@@ -134,14 +135,20 @@ constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
 static_assert(kConsumers * (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs,
               "the consumers claim more registers than the producer releases");
 
-// Shared tiles are stored as kPanels column panels of 64 elements, each [rows x 128
-// B] with the 128-byte swizzle (what TMA writes and wgmma reads). Q and K tiles are
+// Shared tiles are stored as kPanels column panels, each [rows x kSwizzleBytes] with
+// that swizzle (what TMA writes and wgmma reads): 64 elements a row with the 128-byte
+// swizzle where the width is a multiple of 64, else 32 with the 64-byte one (D = 96:
+// three panels, so that no product runs over zero-filled columns). Q and K tiles are
 // kHeadDim wide, V and O tiles kHeadDimV.
 template <int kRows, int kCols = kHeadDim>
 struct SwizzledTile {
+  static constexpr int kSwizzleBytes = kCols % 64 == 0 ? 128 : 64;
+  static constexpr int kPanelCols = kSwizzleBytes / 2;  // 16-bit elements a panel row
   static constexpr int kPanels = kCols / kPanelCols;
-  static constexpr int kPanelBytes = kRows * 128;
+  static constexpr int kPanelBytes = kRows * kSwizzleBytes;
+  static constexpr int kAtomBytes = 8 * kSwizzleBytes;  // 8 rows: one swizzle pattern
   static constexpr int kBytes = kPanels * kPanelBytes;
+  static_assert(kCols % 32 == 0, "tiles are whole 32- or 64-column panels");
   alignas(1024) Element data[kRows * kCols];
 
   __device__ __forceinline__ uint32_t base() const { return smem_addr(data); }
@@ -149,6 +156,12 @@ struct SwizzledTile {
     return reinterpret_cast<char*>(data) + p * kPanelBytes;
   }
 };
+using QTile = SwizzledTile<kBlockM>;
+using KTile = SwizzledTile<kBlockN>;
+using VTile = SwizzledTile<kBlockN, kHeadDimV>;
+using OTile = SwizzledTile<kBlockM, kHeadDimV>;
+// The host reads the panel widths to encode its tensor maps' boxes and swizzles.
+extern "C" __constant__ int cubridge_tile_panels[2] = {QTile::kPanelCols, VTile::kPanelCols};
 
 // mask_mod's staged reads (docs/hooks.md): the key-only reads of each key block
 // are loaded by the producer warp into a shared ring beside K (so a masked block
@@ -693,7 +706,8 @@ __device__ __forceinline__ void load_tile(const CUtensorMap* map, SwizzledTile<k
   mbar_arrive_expect_tx(bar, SwizzledTile<kRows, kCols>::kBytes);
 #pragma unroll
   for (int pn = 0; pn < SwizzledTile<kRows, kCols>::kPanels; ++pn) {
-    tma_load_4d(map, tile.panel(pn), bar, pn * kPanelCols, row, head, batch);
+    tma_load_4d(map, tile.panel(pn), bar, pn * SwizzledTile<kRows, kCols>::kPanelCols, row,
+                head, batch);
   }
 }
 
@@ -775,10 +789,11 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
           sh.tile_live[c] = live;
           mbar_arrive_expect_tx(&sh.q_full[c], SwizzledTile<kRowsPerConsumer>::kBytes);
 #pragma unroll
-          for (int pn = 0; pn < SwizzledTile<kBlockM>::kPanels; ++pn) {
+          for (int pn = 0; pn < QTile::kPanels; ++pn) {
             tma_load_4d(&P.tma_q_rows,
-                        static_cast<char*>(sh.q[qb].panel(pn)) + c * kRowsPerConsumer * 128,
-                        &sh.q_full[c], pn * kPanelCols,
+                        static_cast<char*>(sh.q[qb].panel(pn)) +
+                            c * kRowsPerConsumer * QTile::kSwizzleBytes,
+                        &sh.q_full[c], pn * QTile::kPanelCols,
                         tile.m_block * kBlockM + c * kRowsPerConsumer, tile.h, tile.b);
           }
           mbar_arrive(&sh.q_full[c]);  // (the word, q_full's second arrival)
@@ -880,25 +895,27 @@ __device__ __forceinline__ void producer(const Sm90Params& P, SharedStorage& sh,
 // S = Q_c K^T for this consumer's 64 rows (both operands K-major in shared memory).
 __device__ __forceinline__ void gemm_qk(float (&s)[kSAcc], const SharedStorage& sh, int qb,
                                         int slot, int consumer) {
-  const uint32_t q = sh.q[qb].base() + consumer * kRowsPerConsumer * 128;
+  const uint32_t q = sh.q[qb].base() + consumer * kRowsPerConsumer * QTile::kSwizzleBytes;
   const uint32_t k = sh.k[slot].base();
   // S's registers are defined before the issue window opens (else the compiler may
   // materialise them inside it, which serialises every wgmma of the kernel).
   fence_operands(s);
   wgmma_fence();
+  constexpr int kStepsPerPanel = QTile::kPanelCols / 16;
+  constexpr int kSwizzle = QTile::kSwizzleBytes;
 #pragma unroll
   for (int kk = 0; kk < kQkSteps; ++kk) {
-    const uint32_t step = (kk % 4) * 32;  // 16 elements = 32 B into the 128-B span
-    const uint64_t a = smem_desc_sw128(q + (kk / 4) * SwizzledTile<kBlockM>::kPanelBytes + step,
-                                       16, 1024);
-    const uint64_t b = smem_desc_sw128(k + (kk / 4) * SwizzledTile<kBlockN>::kPanelBytes + step,
-                                       16, 1024);
+    const uint32_t step = (kk % kStepsPerPanel) * 32;  // 16 elements = 32 B into a row
+    const uint64_t a = smem_desc<kSwizzle>(q + (kk / kStepsPerPanel) * QTile::kPanelBytes + step,
+                                           16, QTile::kAtomBytes);
+    const uint64_t b = smem_desc<kSwizzle>(k + (kk / kStepsPerPanel) * KTile::kPanelBytes + step,
+                                           16, KTile::kAtomBytes);
     Wgmma<Element, kBlockN>::ss(s, a, b, kk > 0 ? 1 : 0);
   }
 }
 
 // O += P V with P as register fragments; V is the MN-major B operand (its rows are
-// keys, 16 per k-step = 2048 B; its 64-wide column panels are kPanelBytes apart).
+// keys, 16 per k-step = two atoms; its column panels are kPanelBytes apart).
 // `accumulate` false: the first PV product of a tile overwrites O (so O is never
 // zeroed by ordinary instructions, which would serialise the wgmma pipeline).
 __device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], uint32_t (&pf)[kPvSteps][4],
@@ -909,7 +926,8 @@ __device__ __forceinline__ void gemm_pv(float (&o)[kOAcc], uint32_t (&pf)[kPvSte
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kPvSteps; ++kk) {
-    const uint64_t b = smem_desc_sw128(v + kk * 16 * 128, SwizzledTile<kBlockN>::kPanelBytes, 1024);
+    const uint64_t b = smem_desc<VTile::kSwizzleBytes>(v + kk * 2 * VTile::kAtomBytes,
+                                                       VTile::kPanelBytes, VTile::kAtomBytes);
     Wgmma<Element, kHeadDimV>::rs(o, pf[kk], b, kk > 0 || accumulate ? 1 : 0);
   }
 }
@@ -941,8 +959,8 @@ __device__ __forceinline__ int key_first_column(int k_base, const FragmentPos& p
 // chunks swizzled by the row, so that ldmatrix's eight rows hit distinct banks.
 // `base`: O's staging tile, or the pair tile (pair_rows_base).
 __device__ __forceinline__ uint32_t pair_chunk_addr(uint32_t base, int consumer, int r, int c) {
-  return base + (c / 8) * SwizzledTile<kBlockM>::kPanelBytes +
-         (consumer * kRowsPerConsumer + r) * 128 + (((c % 8) ^ (r % 8)) << 4);
+  return base + (c / 8) * (kBlockM * 128) + (consumer * kRowsPerConsumer + r) * 128 +
+         (((c % 8) ^ (r % 8)) << 4);
 }
 __device__ __forceinline__ uint32_t pair_rows_base(const SharedStorage& sh) {
   return kPairInO ? sh.o.base() : sh.pair.base();
@@ -1920,7 +1938,7 @@ __device__ __forceinline__ void store_lse(const FwdParams& p, const Tile& tile, 
 
 // O's staging tile: its own, or (kOInQ) the first kHeadDimV / 64 panels of the Q
 // buffer qb of the tile being stored, whose rows of this consumer its last S product
-// has read. Its panels are kBlockM * 128 bytes apart either way.
+// has read. Its panels are OTile::kPanelBytes apart either way (kOInQ: 128-byte ones).
 // (a template: the branch not taken names a member of the other storage layout)
 template <typename Storage>
 __device__ __forceinline__ char* o_staging(Storage& sh, int qb) {
@@ -1930,8 +1948,6 @@ __device__ __forceinline__ char* o_staging(Storage& sh, int qb) {
     return reinterpret_cast<char*>(sh.o.data);
   }
 }
-using OTile = SwizzledTile<kBlockM, kHeadDimV>;
-
 __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh, const Tile& tile,
                                          int qb, int consumer, int thread,
                                          const FragmentPos& held_pos, const float (&o)[kOAcc],
@@ -1951,15 +1967,19 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
     const float inv = rows_out.inv[half];
     // (opaque: the 2 x kHeadDimV / 8 addresses are recomputed per tile, not held live)
     const int row = consumer * kRowsPerConsumer + opaque(pos.row0) + 8 * half;
-    const uint32_t row_addr = smem_addr(o_staging(sh, qb)) + row * 128 + pos.col0 * 2;
-    const uint32_t swizzle = (row % 8) << 4;
+    const uint32_t row_addr =
+        smem_addr(o_staging(sh, qb)) + row * OTile::kSwizzleBytes + pos.col0 * 2;
+    // (16-byte chunk c of a panel's row sits at c ^ the row's bits 7 and up of its offset)
+    constexpr int kChunks = OTile::kSwizzleBytes / 16;
+    const uint32_t swizzle = ((row * OTile::kSwizzleBytes >> 7) % kChunks) << 4;
 #pragma unroll
     for (int j = 0; j < kHeadDimV / 8; ++j) {
       // (a tile without live key blocks never wrote O: its rows are 0)
       const uint32_t v = live ? pack2<Element>(o[4 * j + 2 * half] * inv,
                                                o[4 * j + 2 * half + 1] * inv)
                               : 0u;
-      const uint32_t addr = row_addr + (j / 8) * OTile::kPanelBytes + (((j % 8) << 4) ^ swizzle);
+      const uint32_t addr =
+          row_addr + (j / kChunks) * OTile::kPanelBytes + (((j % kChunks) << 4) ^ swizzle);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
     }
   }
@@ -1971,8 +1991,9 @@ __device__ __forceinline__ void epilogue(const Sm90Params& P, SharedStorage& sh,
 #pragma unroll
     for (int pn = 0; pn < OTile::kPanels; ++pn) {
       tma_store_4d(&P.tma_o,
-                   o_staging(sh, qb) + pn * OTile::kPanelBytes + consumer * kRowsPerConsumer * 128,
-                   pn * kPanelCols, q_base, tile.h, tile.b);
+                   o_staging(sh, qb) + pn * OTile::kPanelBytes +
+                       consumer * kRowsPerConsumer * OTile::kSwizzleBytes,
+                   pn * OTile::kPanelCols, q_base, tile.h, tile.b);
     }
     tma_store_commit();
   }

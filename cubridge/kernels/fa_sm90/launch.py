@@ -17,14 +17,15 @@ from cubridge.build.errors import LaunchError
 from cubridge.kernels.abi import FwdParams, Launch, fill_fwd_params
 from cubridge.kernels.fast_divide import FastDivisor, fast_divisor
 
-PANEL_COLS = 64          # TMA box inner size: one 128-byte swizzle span of 16-bit elements
+# TMA box inner sizes: one swizzle span of 16-bit elements (the kernel's panel widths,
+# `cubridge_tile_panels`: 64 with the 128-byte swizzle, 32 with the 64-byte one)
+SWIZZLE_OF_PANEL = {64: 3, 32: 2}  # CU_TENSOR_MAP_SWIZZLE_128B, ..._64B
 ROWS_PER_CONSUMER = 64   # the epilogue stores 64-row boxes per consumer warpgroup
 L2_SECTION_BYTES = 24 << 20  # K/V bytes of the heads scheduled together (H100 L2: 50 MB)
 SECTION_WAVES = 1  # waves of tiles per schedule section (section_ab.py varies it)
 
 # cuda.h enums (CUtensorMapDataType, ...Swizzle, ...L2promotion)
 _DATA_TYPE = {torch.float16: 6, torch.bfloat16: 9}
-_SWIZZLE_128B = 3
 _L2_PROMOTION_256B = 3
 
 
@@ -75,18 +76,22 @@ def _encode_tiled():
     return fn
 
 
-def tensor_map(t: torch.Tensor, box_rows: int, what: str) -> TensorMap:
+def tensor_map(t: torch.Tensor, box_rows: int, what: str, panel_cols: int = 64) -> TensorMap:
     """A 4-D map over t [B, H, S, D] (last dim contiguous) as (D, S, H, B), boxes of
-    64 columns x `box_rows` rows, 128-byte swizzled, zero fill out of bounds."""
+    `panel_cols` columns (64: 128-byte swizzled, 32: 64-byte) x `box_rows` rows, zero
+    fill out of bounds."""
     if t.dtype not in _DATA_TYPE:
         raise LaunchError(f"fa_sm90: {what} has dtype {t.dtype}; TMA maps take bf16 or fp16")
+    if panel_cols not in SWIZZLE_OF_PANEL:
+        raise LaunchError(f"fa_sm90: the kernel's {what} tiles have {panel_cols}-column panels; "
+                          f"the launcher encodes {sorted(SWIZZLE_OF_PANEL)}")
     return _encoded(t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.element_size(),
-                    box_rows, what)
+                    box_rows, what, panel_cols)
 
 
 @functools.lru_cache(maxsize=256)
 def _encoded(ptr: int, dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...],
-             elem: int, box_rows: int, what: str) -> TensorMap:
+             elem: int, box_rows: int, what: str, panel_cols: int = 64) -> TensorMap:
     """The map is a function of these alone: repeated launches on the same tensors
     (a training or decoding loop) reuse it instead of encoding it again."""
     b, h, s, d = shape
@@ -101,11 +106,11 @@ def _encoded(ptr: int, dtype: torch.dtype, shape: tuple[int, ...], stride: tuple
     rc = _encode_tiled()(
         ctypes.byref(tmap), _DATA_TYPE[dtype], 4, ctypes.c_void_p(ptr),
         (ctypes.c_uint64 * 4)(d, s, h, b), (ctypes.c_uint64 * 3)(*strides),
-        (ctypes.c_uint32 * 4)(PANEL_COLS, box_rows, 1, 1), (ctypes.c_uint32 * 4)(1, 1, 1, 1),
-        0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+        (ctypes.c_uint32 * 4)(panel_cols, box_rows, 1, 1), (ctypes.c_uint32 * 4)(1, 1, 1, 1),
+        0, SWIZZLE_OF_PANEL[panel_cols], _L2_PROMOTION_256B, 0)
     if rc != 0:
         raise LaunchError(f"fa_sm90: cuTensorMapEncodeTiled failed for {what} (CUresult {rc}; "
-                          f"shape {shape}, strides {stride}, box 64 x {box_rows})")
+                          f"shape {shape}, strides {stride}, box {panel_cols} x {box_rows})")
     return tmap
 
 
@@ -159,12 +164,13 @@ def sm90_launch(info: KernelInfo, entry: str, q: torch.Tensor, k: torch.Tensor,
     # (the producer keeps a ring slot's batch and K/V head in 16 bits each)
     if b > 0xFFFF or hk > 0xFFFF:
         raise LaunchError(f"fa_sm90: batch {b} and K/V heads {hk} must each be at most 65535")
+    qk_cols, v_cols = info.panel_cols or (64, 64)
     prm = Sm90Params()
-    prm.tma_q = tensor_map(q, info.block_m, "q")
-    prm.tma_k = tensor_map(k, info.block_n, "k")
-    prm.tma_v = tensor_map(v, info.block_n, "v")
-    prm.tma_o = tensor_map(out, ROWS_PER_CONSUMER, "out")
-    prm.tma_q_rows = tensor_map(q, ROWS_PER_CONSUMER, "q")
+    prm.tma_q = tensor_map(q, info.block_m, "q", qk_cols)
+    prm.tma_k = tensor_map(k, info.block_n, "k", qk_cols)
+    prm.tma_v = tensor_map(v, info.block_n, "v", v_cols)
+    prm.tma_o = tensor_map(out, ROWS_PER_CONSUMER, "out", v_cols)
+    prm.tma_q_rows = tensor_map(q, ROWS_PER_CONSUMER, "q", qk_cols)
     fill_fwd_params(prm.p, q, k, v, out, lse, scale, aux)
     prm.num_m_blocks = (sq + info.block_m - 1) // info.block_m
     tiles = b * hq * prm.num_m_blocks
