@@ -98,7 +98,7 @@ def test_cli_registers_build_and_kernels(capsys):
 
     assert main(["kernels"]) == 0
     out = capsys.readouterr().out
-    assert "fa_sm80" in out and "head dims 64, 128, 256 (QK = V), multiples of 8" in out
+    assert "fa_sm80" in out and "head dims 64, 96, 128, 256 (QK = V), multiples of 8" in out
     assert "on the next wider build; QK/V 192/128" in out
     assert "D192/128: block_m 128, block_n 128, stages 2, q_buffers 1" in out
     assert main(["build", "not_a_kernel"]) == 2

@@ -30,8 +30,8 @@
 // the block (BlockInfo), so the consumers evaluate no block hook; a consumer
 // masks per element where the block is PARTIAL for its rows or holds a tail.
 //
-// Build-time macros: CUBRIDGE_HEAD_DIM (64, 128, 192 or 256), CUBRIDGE_HEAD_DIM_V (V's
-// and O's: 64, 128 or 256; default CUBRIDGE_HEAD_DIM), CUBRIDGE_BLOCK_M (64 rows per
+// Build-time macros: CUBRIDGE_HEAD_DIM (64, 96, 128, 192 or 256), CUBRIDGE_HEAD_DIM_V (V's
+// and O's: 64, 96, 128 or 256; default CUBRIDGE_HEAD_DIM), CUBRIDGE_BLOCK_M (64 rows per
 // consumer: 128 or 192), CUBRIDGE_BLOCK_N, CUBRIDGE_STAGES, CUBRIDGE_Q_BUFFERS,
 // CUBRIDGE_DTYPE_FP16.
 #include <type_traits>
@@ -48,7 +48,7 @@
 #include "cubridge_hooks.cuh"
 
 #ifndef CUBRIDGE_HEAD_DIM
-#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64, 128, 192 or 256"
+#error "fa_sm90: compile with -DCUBRIDGE_HEAD_DIM=64, 96, 128, 192 or 256"
 #endif
 #ifndef CUBRIDGE_BLOCK_M
 #define CUBRIDGE_BLOCK_M 128
@@ -2358,7 +2358,7 @@ extern "C" __global__ void __launch_bounds__(fa_sm90::kThreads, 1)
     fa_sm90_fwd(const __grid_constant__ Sm90Params P) {
   using namespace fa_sm90;
   extern __shared__ unsigned char smem_raw[];
-  // 128-byte swizzled tiles must sit on 1024-byte boundaries.
+  // Swizzled tiles must sit on the boundaries of their 8-row atoms (1024 B at most).
   const uint32_t raw = smem_addr(smem_raw);
   SharedStorage& sh =
       *reinterpret_cast<SharedStorage*>(smem_raw + ((1024 - raw % 1024) % 1024));
