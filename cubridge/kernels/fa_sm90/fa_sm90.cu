@@ -1135,11 +1135,15 @@ __device__ __forceinline__ bool key_value_mask(int, int, int, Staged, Staged, co
 // steady block's bytes are staged as pair reads are (each warp its 16 rows, cp.async,
 // in O's staging rows: 8 KB a consumer at any head dim) and read back two keys a load
 // for mask_mod_paired; a tile's first block calls mask_mod. Not where the mask has
-// other staged reads, row intervals or key runs, nor beside a staged score pair read.
+// other staged reads, row intervals or key runs, nor beside a staged score pair read,
+// nor where O's panels are 64-byte ones (D = 96): there a consumer's 8 KB of 128-byte
+// rows would run into the other consumer's O rows, which its store may still be
+// reading (NOTES.md, "A tile of 96").
 #ifdef CUBRIDGE_HOOKS_MASK_PAIR_READS
 constexpr bool kMaskPairStaged = CUBRIDGE_PAIR_STAGED && hooks::kMaskPairReads > 0 &&
                                  hooks::kHasMaskMod && !kStagedMask && kRowIntervals == 0 &&
-                                 kRunIntervals == 0 && !kPairStaged && !kOInQ;
+                                 kRunIntervals == 0 && !kPairStaged && !kOInQ &&
+                                 OTile::kSwizzleBytes == 128;
 __device__ __forceinline__ const uint8_t* mask_pair_row(int b, int h, int q, const AuxArgs& aux) {
   return hooks::mask_pair_row(b, h, q, aux);
 }
@@ -1158,6 +1162,8 @@ __device__ __forceinline__ bool mask_mod_paired(int, int, int, int, uint32_t, co
 #endif
 // (any staging in O's rows: the steady blocks wait once a tile for O's store to read them)
 constexpr bool kStagesInO = (kPairStaged && kPairInO) || kMaskPairStaged;
+static_assert(!kStagesInO || OTile::kSwizzleBytes == 128,
+              "rows staged in O's tile are a consumer's own O rows only in 128-byte panels");
 
 template <bool kTail>
 __device__ __forceinline__ void stage_mask_rows(const FwdParams& p, const SharedStorage& sh,
