@@ -70,7 +70,7 @@ def test_library_builds_are_clean(build, library_builds, request):
     compiled = library_builds[request.node.callspec.id].result()
     _check_clean(compiled, f"D{d} {dtype} causal={causal}")
     cubin = compiled.cubin()
-    assert b"cubridge_kernel_info" in cubin
+    assert b"cubridge_kernel_info" in cubin and b"cubridge_tile_panels" in cubin
 
 
 @pytest.mark.slow  # an nvcc build
@@ -145,6 +145,27 @@ def test_epilogue_divides_o_by_the_headers_activation_scale():
     assert "#define CUBRIDGE_KERNEL_ACTIVATION_SCALE 1" in source
     assert "constexpr float kActivationScale = CUBRIDGE_HOOKS_ACTIVATION_SCALE;" in source
     assert "r.inv[half] = 1.f / kActivationScale;" in source
+
+
+def test_the_cubin_states_its_panel_widths_and_the_launcher_takes_only_those_it_encodes():
+    """The host encodes each TMA box and swizzle from the build's panel widths
+    (`cubridge_tile_panels`, read into KernelInfo.panel_cols): 64 columns with the
+    128-byte swizzle, 32 with the 64-byte one. Other widths are refused by name."""
+    from cubridge.build.attention_op import KernelInfo
+    from cubridge.build.errors import LaunchError
+    from cubridge.kernels.fa_sm90.launch import SWIZZLE_OF_PANEL, tensor_map
+
+    source = fa_sm90.source.read_text()
+    assert ('extern "C" __constant__ int cubridge_tile_panels[2] = '
+            '{QTile::kPanelCols, VTile::kPanelCols};') in source
+    assert SWIZZLE_OF_PANEL == {64: 3, 32: 2}  # CU_TENSOR_MAP_SWIZZLE_128B, _64B
+    raw = b"".join(x.to_bytes(4, "little") for x in (128, 128, 384, 1000, 0, 96, 2))
+    info = KernelInfo.from_bytes(raw, None, (32, 32))
+    assert info.head_dim == 96 and info.panel_cols == (32, 32)
+    assert KernelInfo.from_bytes(raw).panel_cols is None  # (the launcher then takes 64)
+    t = torch.empty(1, 1, 8, 96, dtype=torch.bfloat16)
+    with pytest.raises(LaunchError, match="16-column panels; the launcher encodes"):
+        tensor_map(t, 64, "q", 16)
 
 
 def test_launch_refuses_batches_and_kv_heads_past_16_bits():
