@@ -153,7 +153,7 @@ def test_the_cubin_states_its_panel_widths_and_the_launcher_takes_only_those_it_
     128-byte swizzle, 32 with the 64-byte one. Other widths are refused by name."""
     from cubridge.build.attention_op import KernelInfo
     from cubridge.build.errors import LaunchError
-    from cubridge.kernels.fa_sm90.launch import SWIZZLE_OF_PANEL, tensor_map
+    from cubridge.kernels.fa_sm90.launch import SWIZZLE_OF_PANEL, sm90_launch, tensor_map
 
     source = fa_sm90.source.read_text()
     assert ('extern "C" __constant__ int cubridge_tile_panels[2] = '
@@ -162,10 +162,14 @@ def test_the_cubin_states_its_panel_widths_and_the_launcher_takes_only_those_it_
     raw = b"".join(x.to_bytes(4, "little") for x in (128, 128, 384, 1000, 0, 96, 2))
     info = KernelInfo.from_bytes(raw, None, (32, 32))
     assert info.head_dim == 96 and info.panel_cols == (32, 32)
-    assert KernelInfo.from_bytes(raw).panel_cols is None  # (the launcher then takes 64)
     t = torch.empty(1, 1, 8, 96, dtype=torch.bfloat16)
     with pytest.raises(LaunchError, match="16-column panels; the launcher encodes"):
         tensor_map(t, 64, "q", 16)
+    # a cubin that lost the constant (an edited source) is refused before any map
+    stateless = KernelInfo.from_bytes(raw)
+    assert stateless.panel_cols is None
+    with pytest.raises(LaunchError, match="states no cubridge_tile_panels"):
+        sm90_launch(stateless, "fa_sm90_fwd", t, t, t, t, t, 1.0, [])
 
 
 def test_launch_refuses_batches_and_kv_heads_past_16_bits():
@@ -294,53 +298,40 @@ def test_t5_buckets_read_a_distance_table_within_the_register_budget():
     assert spill <= SPILL_BUDGET_BYTES, f"{spill} B of spills"
 
 
+# The examples with the most per-score work and staging, per head dim whose tile differs
+# from D = 128's. D = 256: 64-key blocks, O staged in the one Q buffer (so the dense mask
+# table's staging in O's rows is off); D = 96: 64-byte-swizzled panels of 32 columns, O's
+# 48 accumulators a thread (mask pair rows not staged in O there either). Both give the
+# pair-read biases a pair tile of their own.
+HEAVY_AT_HEAD_DIM = {
+    256: ["graph_edge_bias", "pair_bias", "relative_position", "t5_relative_bias",
+          "document_causal", "comb_prefix_softcap_sigmoid", "graph_mask"],
+    96: ["graph_edge_bias", "pair_bias", "relative_position", "document_causal",
+         "comb_prefix_softcap_sigmoid", "graph_mask", "softcap_sliding_window"],
+}
+
+
 @pytest.mark.slow  # nvcc builds, run together
 @pytest.mark.nvcc
-def test_heavy_variants_build_within_the_budget_at_head_dim_256():
-    """At D = 256 (64-key blocks, O staged in the one Q buffer) the examples with the
-    most per-score work and staging build within the register budget, with the
-    pipeline clean: the pair-read biases (their pair tile of its own), the distance
-    tables, the staged document ids, the capped sigmoid and the dense mask table
-    (its staging in O's rows off: O lives in Q there)."""
+@pytest.mark.parametrize("d", sorted(HEAVY_AT_HEAD_DIM), ids=lambda d: f"d{d}")
+def test_heavy_variants_build_within_the_budget_at_other_head_dims(d):
+    """Each builds within the register budget on that head dim's tile, with the wgmma
+    pipeline clean."""
     from cubridge.bench.commands import load_specs
     from cubridge.build.resources import SPILL_BUDGET_BYTES
     from cubridge.lower.hook_header import generate_header
     from cubridge.transfer.hooks import plan_hooks
 
-    names = ["graph_edge_bias", "pair_bias", "relative_position", "t5_relative_bias",
-             "document_causal", "comb_prefix_softcap_sigmoid", "graph_mask"]
-    headers = [generate_header(plan_hooks(spec, table_block=fa_sm90.table_block(256))).text
+    names = HEAVY_AT_HEAD_DIM[d]
+    headers = [generate_header(plan_hooks(spec, table_block=fa_sm90.table_block(d))).text
                for spec in load_specs(names)]
-    builds = build_all([functools.partial(fa_sm90.compile, 256, torch.bfloat16, "sm_90a",
+    builds = build_all([functools.partial(fa_sm90.compile, d, torch.bfloat16, "sm_90a",
                                           hooks_header=h) for h in headers])
     for name, compiled in zip(names, builds, strict=True):
         res = compiled.resources_of(fa_sm90.entry)
-        assert res.spill_bytes <= SPILL_BUDGET_BYTES, f"{name}: {res}"
-        assert not PTXAS_NOTES.findall(compiled.log), f"{name}: {PTXAS_NOTES.findall(compiled.log)}"
-
-
-@pytest.mark.slow  # nvcc builds, run together
-@pytest.mark.nvcc
-def test_heavy_variants_build_within_the_budget_at_head_dim_96():
-    """D = 96 has a build of its own (64-byte-swizzled panels of 32 columns, O's 48
-    accumulators a thread): the examples with the most per-score work and staging build
-    within the register budget on it, the pair-read biases with their own pair tile
-    (a block's 128 keys are wider than O's 96 columns)."""
-    from cubridge.bench.commands import load_specs
-    from cubridge.build.resources import SPILL_BUDGET_BYTES
-    from cubridge.lower.hook_header import generate_header
-    from cubridge.transfer.hooks import plan_hooks
-
-    names = ["graph_edge_bias", "pair_bias", "relative_position", "document_causal",
-             "comb_prefix_softcap_sigmoid", "graph_mask", "softcap_sliding_window"]
-    headers = [generate_header(plan_hooks(spec, table_block=fa_sm90.table_block(96))).text
-               for spec in load_specs(names)]
-    builds = build_all([functools.partial(fa_sm90.compile, 96, torch.bfloat16, "sm_90a",
-                                          hooks_header=h) for h in headers])
-    for name, compiled in zip(names, builds, strict=True):
-        res = compiled.resources_of(fa_sm90.entry)
-        assert res.spill_bytes <= SPILL_BUDGET_BYTES, f"{name}: {res}"
-        assert not PTXAS_NOTES.findall(compiled.log), f"{name}: {PTXAS_NOTES.findall(compiled.log)}"
+        assert res.spill_bytes <= SPILL_BUDGET_BYTES, f"D{d} {name}: {res}"
+        assert not PTXAS_NOTES.findall(compiled.log), \
+            f"D{d} {name}: {PTXAS_NOTES.findall(compiled.log)}"
 
 
 @pytest.mark.slow  # nvcc builds, run together

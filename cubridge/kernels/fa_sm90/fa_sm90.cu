@@ -1133,7 +1133,7 @@ __device__ __forceinline__ bool key_value_mask(int, int, int, Staged, Staged, co
 // Mask pair reads (docs/hooks.md): mask_mod's read of an 8-bit tensor at [..., k] with
 // its other indices of (b, h, q), such as a dense boolean mask[b, 0, q, k]. A masked
 // steady block's bytes are staged as pair reads are (each warp its 16 rows, cp.async,
-// in O's staging rows: 8 KB a consumer at any head dim) and read back two keys a load
+// in O's staging rows: 8 KB a consumer) and read back two keys a load
 // for mask_mod_paired; a tile's first block calls mask_mod. Not where the mask has
 // other staged reads, row intervals or key runs, nor beside a staged score pair read,
 // nor where O's panels are 64-byte ones (D = 96): there a consumer's 8 KB of 128-byte

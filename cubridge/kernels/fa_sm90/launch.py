@@ -164,7 +164,10 @@ def sm90_launch(info: KernelInfo, entry: str, q: torch.Tensor, k: torch.Tensor,
     # (the producer keeps a ring slot's batch and K/V head in 16 bits each)
     if b > 0xFFFF or hk > 0xFFFF:
         raise LaunchError(f"fa_sm90: batch {b} and K/V heads {hk} must each be at most 65535")
-    qk_cols, v_cols = info.panel_cols or (64, 64)
+    if info.panel_cols is None:  # (an edited source that lost the constant)
+        raise LaunchError("fa_sm90: the cubin states no cubridge_tile_panels (the panel "
+                          "widths of its shared tiles), so its TMA boxes cannot be encoded")
+    qk_cols, v_cols = info.panel_cols
     prm = Sm90Params()
     prm.tma_q = tensor_map(q, info.block_m, "q", qk_cols)
     prm.tma_k = tensor_map(k, info.block_n, "k", qk_cols)
