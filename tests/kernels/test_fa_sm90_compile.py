@@ -301,8 +301,8 @@ def test_t5_buckets_read_a_distance_table_within_the_register_budget():
 # The examples with the most per-score work and staging, per head dim whose tile differs
 # from D = 128's. D = 256: 64-key blocks, O staged in the one Q buffer (so the dense mask
 # table's staging in O's rows is off); D = 96: 64-byte-swizzled panels of 32 columns, O's
-# 48 accumulators a thread (mask pair rows not staged in O there either). Both give the
-# pair-read biases a pair tile of their own.
+# 48 accumulators a thread (mask pair rows staged in each consumer's own 4 KB of two O
+# panels). Both give the pair-read biases a pair tile of their own.
 HEAVY_AT_HEAD_DIM = {
     256: ["graph_edge_bias", "pair_bias", "relative_position", "t5_relative_bias",
           "document_causal", "comb_prefix_softcap_sigmoid", "graph_mask"],

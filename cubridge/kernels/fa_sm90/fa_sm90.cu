@@ -954,13 +954,30 @@ __device__ __forceinline__ int key_first_column(int k_base, const FragmentPos& p
   return opaque(k_base + pos.col0);
 }
 
-// Shared-memory address of 16-byte chunk c (keys 8c .. 8c + 7 of a block) of row r of
-// this consumer's pair rows, in O's staging layout: 64-key panels of 128-byte rows,
-// chunks swizzled by the row, so that ldmatrix's eight rows hit distinct banks.
-// `base`: O's staging tile, or the pair tile (pair_rows_base).
+// Shared-memory address of 128-byte row r of group g (keys 64g .. 64g + 63 of 16-bit
+// values, 128g .. 128g + 127 of bytes) of this consumer's pair rows. In a pair tile of
+// their own (kInO false) group g is a panel of kBlockM rows. In O's staging tile (kInO)
+// they take the bytes of the consumer's own O rows, the only ones its store reads: those
+// are 64 rows x OTile::kSwizzleBytes of each panel, so with 64-byte panels (D = 96) a
+// group's rows 0-31 sit in one panel and 32-63 in the next.
+template <bool kInO>
+__device__ __forceinline__ uint32_t pair_row_addr(uint32_t base, int consumer, int r, int g = 0) {
+  constexpr int kOwn = kRowsPerConsumer * (kInO ? OTile::kSwizzleBytes : 128);
+  constexpr int kPanel = kInO ? OTile::kPanelBytes : kBlockM * 128;
+  if constexpr (kOwn == kRowsPerConsumer * 128) {  // a group a panel
+    return base + g * kPanel + (consumer * kRowsPerConsumer + r) * 128;
+  } else {
+    constexpr unsigned kRowsAPanel = kOwn / 128;
+    const unsigned row = static_cast<unsigned>(g * kRowsPerConsumer + r);
+    return base + (row / kRowsAPanel) * kPanel + consumer * kOwn + (row % kRowsAPanel) * 128;
+  }
+}
+// The address of 16-byte chunk c (keys 8c .. 8c + 7 of 16-bit values) of that row, the
+// chunks swizzled by the row so that ldmatrix's eight rows hit distinct banks.
+// `base`: O's staging tile (kInO), or the pair tile (pair_rows_base).
+template <bool kInO>
 __device__ __forceinline__ uint32_t pair_chunk_addr(uint32_t base, int consumer, int r, int c) {
-  return base + (c / 8) * (kBlockM * 128) + (consumer * kRowsPerConsumer + r) * 128 +
-         (((c % 8) ^ (r % 8)) << 4);
+  return pair_row_addr<kInO>(base, consumer, r, c / 8) + (((c % 8) ^ (r % 8)) << 4);
 }
 __device__ __forceinline__ uint32_t pair_rows_base(const SharedStorage& sh) {
   return kPairInO ? sh.o.base() : sh.pair.base();
@@ -971,7 +988,7 @@ __device__ __forceinline__ uint32_t pair_rows_base(const SharedStorage& sh) {
 // in turn, so each copy instruction reads whole 32-byte sectors. kTail: keys past Sk
 // are zero-filled, not read.
 // (row_at(q): the read's row q at k = 0; rows past Sq are clamped to the last)
-template <bool kTail, typename RowAt>
+template <bool kTail, bool kInO, typename RowAt>
 __device__ __forceinline__ void stage_rows(const FwdParams& p, uint32_t base, RowAt&& row_at,
                                            int consumer, int q_base, int k_base, int thread) {
   const int lane = thread % 32;
@@ -985,7 +1002,7 @@ __device__ __forceinline__ void stage_rows(const FwdParams& p, uint32_t base, Ro
     const int c = 2 * i + lane % 2;
     const int k = k_base + kChunkKeys * c;
     const bool in = !kTail || k < p.seqlen_k;
-    sm80::cp_async_16(pair_chunk_addr(base, consumer, r, c), row + (in ? k : 0), in);
+    sm80::cp_async_16(pair_chunk_addr<kInO>(base, consumer, r, c), row + (in ? k : 0), in);
   }
   sm80::cp_async_commit();
 }
@@ -995,8 +1012,9 @@ __device__ __forceinline__ void stage_pair_rows(const FwdParams& p, const Shared
                                                 int b, int h, int consumer, int q_base,
                                                 int k_base, int thread) {
   if constexpr (kPairStaged) {
-    stage_rows<kTail>(p, pair_rows_base(sh), [&](int q) { return pair_row(b, h, q, p.aux); },
-                      consumer, q_base, k_base, thread);
+    stage_rows<kTail, kPairInO>(p, pair_rows_base(sh),
+                                [&](int q) { return pair_row(b, h, q, p.aux); }, consumer,
+                                q_base, k_base, thread);
   }
 }
 
@@ -1020,7 +1038,8 @@ __device__ __forceinline__ void pair_words(PairWords& pairs, const FwdParams& p,
 #pragma unroll
     for (int c = 0; c < kBlockN / 8; c += 2) {
       uint32_t m[4];
-      sm80::ldmatrix_x4(m, pair_chunk_addr(pair_rows_base(sh), consumer, r, c + lane / 16));
+      sm80::ldmatrix_x4(m, pair_chunk_addr<kPairInO>(pair_rows_base(sh), consumer, r,
+                                                     c + lane / 16));
       pairs[0][c] = m[0];
       pairs[1][c] = m[1];
       pairs[0][c + 1] = m[2];
@@ -1135,15 +1154,13 @@ __device__ __forceinline__ bool key_value_mask(int, int, int, Staged, Staged, co
 // steady block's bytes are staged as pair reads are (each warp its 16 rows, cp.async,
 // in O's staging rows: 8 KB a consumer) and read back two keys a load
 // for mask_mod_paired; a tile's first block calls mask_mod. Not where the mask has
-// other staged reads, row intervals or key runs, nor beside a staged score pair read,
-// nor where O's panels are 64-byte ones (D = 96): there a consumer's 8 KB of 128-byte
-// rows would run into the other consumer's O rows, which its store may still be
-// reading (NOTES.md, "A tile of 96").
+// other staged reads, row intervals or key runs, nor beside a staged score pair read.
+// In O's 64-byte panels (D = 96) a consumer's rows take its own 4 KB piece of two panels
+// (pair_row_addr): 8 KB in one would run into the other consumer's O rows.
 #ifdef CUBRIDGE_HOOKS_MASK_PAIR_READS
 constexpr bool kMaskPairStaged = CUBRIDGE_PAIR_STAGED && hooks::kMaskPairReads > 0 &&
                                  hooks::kHasMaskMod && !kStagedMask && kRowIntervals == 0 &&
-                                 kRunIntervals == 0 && !kPairStaged && !kOInQ &&
-                                 OTile::kSwizzleBytes == 128;
+                                 kRunIntervals == 0 && !kPairStaged && !kOInQ;
 __device__ __forceinline__ const uint8_t* mask_pair_row(int b, int h, int q, const AuxArgs& aux) {
   return hooks::mask_pair_row(b, h, q, aux);
 }
@@ -1162,16 +1179,17 @@ __device__ __forceinline__ bool mask_mod_paired(int, int, int, int, uint32_t, co
 #endif
 // (any staging in O's rows: the steady blocks wait once a tile for O's store to read them)
 constexpr bool kStagesInO = (kPairStaged && kPairInO) || kMaskPairStaged;
-static_assert(!kStagesInO || OTile::kSwizzleBytes == 128,
-              "rows staged in O's tile are a consumer's own O rows only in 128-byte panels");
+static_assert(!kStagesInO || OTile::kBytes >= kBlockM * 128 * (kPairStaged ? 2 : 1),
+              "pair rows staged in O's tile must fit its consumers' own rows");
 
 template <bool kTail>
 __device__ __forceinline__ void stage_mask_rows(const FwdParams& p, const SharedStorage& sh,
                                                 int b, int h, int consumer, int q_base,
                                                 int k_base, int thread) {
   if constexpr (kMaskPairStaged) {
-    stage_rows<kTail>(p, sh.o.base(), [&](int q) { return mask_pair_row(b, h, q, p.aux); },
-                      consumer, q_base, k_base, thread);
+    stage_rows<kTail, true>(p, sh.o.base(),
+                            [&](int q) { return mask_pair_row(b, h, q, p.aux); }, consumer,
+                            q_base, k_base, thread);
   }
 }
 
@@ -1842,9 +1860,9 @@ __device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
     if constexpr (kKeyStaged > 0) keys = sh.staged_keys.slot(slot);
     const FragmentPos at = fragment_pos_at_use(pos);
     constexpr bool kStaged = kMaskStaged && kMaskPairStaged;
-    // (the thread's first row in O's staging rows, unswizzled: mask_bits swizzles)
-    const uint32_t row0 =
-        kStaged ? sh.o.base() + (consumer * kRowsPerConsumer + at.row0) * 128 : 0u;
+    // (the thread's first row in O's staging rows, unswizzled: mask_bits swizzles; its
+    // row + 8 is 1024 B on, in the same 16 rows)
+    const uint32_t row0 = kStaged ? pair_row_addr<true>(sh.o.base(), consumer, at.row0) : 0u;
     mask_bits<kTail, kStaged>(bits, p, tile.b, tile.h, q_base, n * kBlockN, at, all_masked,
                               rows, keys, row0);
     fence_operands(bits);  // computed here, not sunk to where the bits are used
