@@ -112,14 +112,49 @@ def merge_results(runs: Sequence[tuple[dict, list[CaseResult]]], *, median: bool
     if len(devices) != 1:
         raise ValueError(f"cannot merge results from different devices: {sorted(devices)}")
     meta = dict(runs[0][0])
-    meta["merged_from"] = [{k: m[k] for k in ("date", "commit", "command")} for m, _ in runs]
+    origins = [origin for m, _ in runs for origin in _origins(m)]
+    meta["merged_from"] = origins
     meta["command"] = " ; ".join(m["command"] for m, _ in runs)
-    meta["timing"] = merged_timing([m.get("timing", "") for m, _ in runs])
+    meta["timing"] = merged_timing([o["timing"] for o in origins])
     results = [r for _, results in runs for r in results]
     if median:
         results = median_of_repeats(results)
-        meta["timing"] = f"{meta['timing']}; each case the median of its runs' times"
+        meta["timing"] = f"{meta['timing']}{MEDIAN_NOTE}"
     return meta, results
+
+
+MEDIAN_NOTE = "; each case the median of its runs' times"
+
+
+def _origins(meta: dict) -> list[dict]:
+    """The runs a report was made from, each with its date, commit, command and
+    timing: a merged report's own runs, so that merging merged reports lists every
+    run once and numbers their timings together."""
+    if not meta.get("merged_from"):
+        return [{**{k: meta[k] for k in ("date", "commit", "command")},
+                 "timing": meta.get("timing", "")}]
+    entries = meta["merged_from"]
+    if all("timing" in e for e in entries):
+        return [dict(e) for e in entries]
+    # merged before each run kept its timing: read it back from the timing line
+    timings = _split_timing(meta.get("timing", ""), len(entries))
+    return [{**e, "timing": t} for e, t in zip(entries, timings, strict=True)]
+
+
+def _split_timing(line: str, n: int) -> list[str]:
+    """Each of n merged runs' timing from merged_timing's line ("runs 1, 2: A; runs
+    3: B"); the whole line for each run where it does not name all n."""
+    if line.endswith(MEDIAN_NOTE):  # (said of the merge, not of a run)
+        line = line[:-len(MEDIAN_NOTE)]
+    parts = re.split(r"(?:^|; )runs ((?:\d+, )*\d+): ", line)
+    if len(parts) < 3 or parts[0]:
+        return [line] * n
+    per_run: dict[int, str] = {}
+    for numbers, timing in zip(parts[1::2], parts[2::2], strict=True):
+        per_run.update((int(i), timing) for i in numbers.split(", "))
+    if sorted(per_run) != list(range(1, n + 1)):
+        return [line] * n
+    return [per_run[i] for i in range(1, n + 1)]
 
 
 def merged_timing(timings: Sequence[str]) -> str:

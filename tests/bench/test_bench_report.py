@@ -15,6 +15,7 @@ from cubridge.bench.report import (
     invocation,
     load_json,
     median_of_repeats,
+    merge_results,
     merged_timing,
     write_reports,
 )
@@ -240,6 +241,28 @@ def test_merged_runs_timed_differently_say_which_was_which():
     assert merged_timing([long, long]) == long
     assert merged_timing([long, long, short, short, short]) == (
         f"runs 1, 2: {long}; runs 3, 4, 5: {short}")
+
+
+def test_merging_merged_reports_lists_every_run_once_and_numbers_their_timings_together():
+    long, short = "do_bench, warmup 25.0 ms, rep 100.0 ms", "do_bench, warmup 10.0 ms, rep 30.0 ms"
+
+    def run(commit: str, timing: str) -> tuple[dict, list]:
+        return {"device": "H100", "date": f"d-{commit}", "commit": commit,
+                "command": f"bench {commit}", "timing": timing}, []
+
+    inner = merge_results([run("a", long), run("b", short)])
+    outer_meta, _ = merge_results([run("c", short), inner])
+    assert [m["commit"] for m in outer_meta["merged_from"]] == ["c", "a", "b"]
+    assert outer_meta["timing"] == f"runs 1, 3: {short}; runs 2: {long}"
+    # a report merged before each run kept its timing: read back from its timing line
+    legacy = dict(inner[0], merged_from=[{k: m[k] for k in ("date", "commit", "command")}
+                                         for m in inner[0]["merged_from"]])
+    assert merge_results([run("c", short), (legacy, [])])[0]["timing"] == outer_meta["timing"]
+    median = merge_results([run("a", long), run("b", short)], median=True)[0]
+    legacy["timing"] = median["timing"]  # (the median note is the merge's, not a run's)
+    assert merge_results([run("c", short), (legacy, [])])[0]["timing"] == outer_meta["timing"]
+    legacy["timing"] = "runs 1: x"  # names one of its two runs: each run keeps the line
+    assert merge_results([(legacy, [])])[0]["timing"] == "runs 1: x"
 
 
 def _case(times: dict[str, float | str], flops: float = 4e12) -> CaseResult:
