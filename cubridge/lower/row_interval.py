@@ -3,8 +3,9 @@ comparisons, each linear in the key with coefficient +-1 and otherwise free of i
 (q >= k, q - k < W, k < G, k >= q - W + 1, ...), allows each query row one
 interval of keys [lo(b, h, q), hi(b, h, q)]; a disjunction of such conjunctions
 (a window plus global keys: `q >= k & (q - k < W | k < G)`) allows the union of
-their intervals. A kernel may then set a row's mask bits as a few ranges, a few
-operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
+their intervals, and a choice free of the key (`torch.where(h % 2 == 1, q - k < 512,
+q - k < 128)`) the interval it chooses. A kernel may then set a row's mask bits as
+a few ranges, a few operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
 Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
 MAX_INTERVALS intervals have no such form; mask_mod stays for them."""
@@ -85,6 +86,8 @@ def _disjuncts(n: Node) -> list[list[Node]] | None:
         else:
             terms = [a + b for a in left for b in right]
         return terms if len(terms) <= MAX_INTERVALS else None
+    # (a key-free choice between two conjunctions, `where(h % 2 == 1, A, B)`, is one
+    # atom: _interval takes the bounds the choice selects)
     return [[n]]
 
 
@@ -123,6 +126,16 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
             if not (atom.op == "const" and atom.arg is True):
                 guards.append(atom)
             continue
+        if atom.op == "where" and KEY not in free_vars(atom.args[0]):  # (see _disjuncts)
+            chosen = _chosen(atom)
+            if chosen is None:
+                return None
+            lo, hi, guard = chosen
+            lower.append(lo)
+            upper.append(hi)
+            if guard is not None:
+                guards.append(guard)
+            continue
         if atom.op not in ("lt", "le", "gt", "ge", "eq"):
             return None
         x, y = (_linear(a) for a in atom.args)
@@ -142,6 +155,33 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
             bound = apply("add", bound, const(offset))
         (lower if side == "lower" else upper).append(bound)
     return RowInterval(tuple(lower), tuple(upper), tuple(guards))
+
+
+def _chosen(atom: Node) -> tuple[Node, Node, Node | None] | None:
+    """Bounds and guard of `where(c, a, b)`, c key-free and a, b one interval
+    each: each bound and the guard is c's choice of the two sides'."""
+    c, a, b = atom.args
+    sides = [_interval(terms[0]) for terms in (_disjuncts(a), _disjuncts(b))
+             if terms is not None and len(terms) == 1]
+    if len(sides) != 2 or None in sides:
+        return None
+    ia, ib = sides
+
+    def folded(bounds: tuple[Node, ...], op: str, empty: int) -> Node:
+        out = bounds[0] if bounds else const(empty)
+        for x in bounds[1:]:
+            out = apply(op, out, x)
+        return out
+
+    def guard(iv: RowInterval) -> Node:
+        return folded(iv.guards, "and", True)  # type: ignore[arg-type]
+
+    def choose(x: Node, y: Node) -> Node:
+        return x if x == y else apply("where", c, x, y)
+
+    lo = choose(folded(ia.lower, "max", NO_LOWER), folded(ib.lower, "max", NO_LOWER))
+    hi = choose(folded(ia.upper, "min", NO_UPPER), folded(ib.upper, "min", NO_UPPER))
+    return lo, hi, choose(guard(ia), guard(ib)) if ia.guards or ib.guards else None
 
 
 def _fold(bounds: tuple[Node, ...], fn: str, empty: int, slots: Mapping[str, int],

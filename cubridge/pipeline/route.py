@@ -9,6 +9,8 @@ fact behind the decision is stated in the reason:
   (`spec.check.probe_mods`), never the LLM path;
 - head dims the library kernel was not built for (e.g. 192/128) change tile
   shapes, not hooks: LLM path;
+- (a spec dtype the kernel does not build, float32, is no path's to take:
+  `check_dtypes`, a SpecError at DTYPES, which `cubridge run` asks first;)
 - FlexAttention-style mods the hook tracer cannot express: LLM path;
 - no mods at all, and a reference that is not plain attention with the
   spec's normaliser (checked on a tiny float64 input): the variant cannot be
@@ -30,6 +32,7 @@ import torch
 from cubridge.attention import Shape, default_scale
 from cubridge.kernels import LibraryKernel
 from cubridge.spec.check import probe_mods
+from cubridge.spec.errors import SpecError, location_of_name
 from cubridge.spec.helpers import (
     elementwise_attention,
     expand_kv,
@@ -87,8 +90,10 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
         check_trace(spec, plan, trace_check)
         mods = [n for n in ("score_mod", "mask_mod") if getattr(spec, n) is not None]
         verb = "trace" if len(mods) > 1 else "traces"
+        lifted = " (score_mod's -inf condition as the mask: its blocks are classified)" \
+            if plan.mask_in_score else ""
         return Route("rules", f"the spec's {' and '.join(mods)} {verb} into {kernel.name}'s "
-                     "hooks", kernel, plan)
+                     f"hooks{lifted}", kernel, plan)
     if not is_plain_attention(spec):
         return Route("llm", "the spec has no FlexAttention-style mods and its reference is "
                      f"not plain {spec.normalizer} attention: the change leaves the hooks",
@@ -96,6 +101,20 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
     plan = plan_hooks(spec, table_block=kernel.table_block(*dims[0]))
     return Route("rules", f"plain {spec.normalizer} attention: the library kernel's default "
                  "hooks", kernel, plan)
+
+
+def check_dtypes(spec: Spec, kernel: LibraryKernel) -> None:
+    """A spec dtype the kernel does not build is no path's to take: CuIR's matrix
+    ops, and so every kernel either path can make, take 16-bit operands (a
+    SpecError at DTYPES; `cubridge run` asks before choosing the path)."""
+    bad = [d for d in spec.dtypes if d not in kernel.metadata.dtypes]
+    if bad:
+        names = lambda ds: ", ".join(str(d).removeprefix("torch.") for d in ds)  # noqa: E731
+        raise SpecError(
+            f"DTYPES has {names(bad)}: {kernel.name} builds {names(kernel.metadata.dtypes)}, "
+            "and CuIR's matrix ops (so every kernel the rules or the LLM path can make) take "
+            "16-bit operands; drop it from DTYPES (`cubridge verify --impl` still checks an "
+            "implementation of your own in it)", location_of_name(spec.path, "DTYPES"))
 
 
 def is_plain_attention(spec: Spec) -> bool:

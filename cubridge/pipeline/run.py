@@ -49,7 +49,7 @@ from cubridge.llm_path import StageFailed, StageSettings
 from cubridge.llm_path import lower as llm_lower
 from cubridge.llm_path import transfer as llm_transfer
 from cubridge.lower.hook_header import generate_header
-from cubridge.pipeline.route import Route, choose_path
+from cubridge.pipeline.route import Route, check_dtypes, choose_path
 from cubridge.pipeline.variant import CompiledVariant, rules_variant
 from cubridge.rundir import (
     AUX_MANIFEST_FILE,
@@ -206,6 +206,7 @@ def _start(spec_path: str | Path, opts: RunOptions, *, check: bool = False
                content_hash(spec_text, digest, kernel.name), opts, selection)
     if check:
         _spec_check(ctx)  # a bad spec is blamed (file:line) before any stage
+    check_dtypes(spec, kernel)  # (a dtype no kernel builds: blamed at DTYPES)
     route = choose_path(spec, kernel)  # the run's one tracing of the spec's mods
     _load_and_route(ctx, route)
     return ctx, route

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import traceback
@@ -34,6 +35,32 @@ def location_of(fn: Callable[..., object] | None, fallback: str | None = None) -
         except (TypeError, OSError):
             return fallback
     return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def top_level_lines(tree: ast.Module) -> dict[str, int]:
+    """The line each top-level name of a module is assigned or defined on."""
+    lines: dict[str, int] = {}
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
+        for t in targets:
+            if isinstance(t, ast.Name):
+                lines[t.id] = node.lineno
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            lines[node.name] = node.lineno
+    return lines
+
+
+def location_of_name(path: Path | None, name: str) -> str | None:
+    """file:line where the spec file `path` assigns the top-level `name` (the
+    file alone when it does not; None for a spec built in memory)."""
+    if path is None:
+        return None
+    try:
+        line = top_level_lines(ast.parse(Path(path).read_text())).get(name)
+    except (OSError, SyntaxError, ValueError):
+        line = None
+    return f"{path}:{line}" if line else str(path)
 
 
 def location_in_traceback(exc: BaseException, path: Path | None) -> str | None:

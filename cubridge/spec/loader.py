@@ -18,7 +18,13 @@ import torch
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, HeadConfig
 from cubridge.modules import load_module_from_path
 from cubridge.spec.check import MODS_AGREEMENT
-from cubridge.spec.errors import SpecError, describe_exception, location_in_traceback, location_of
+from cubridge.spec.errors import (
+    SpecError,
+    describe_exception,
+    location_in_traceback,
+    location_of,
+    top_level_lines,
+)
 from cubridge.spec.inputs import make_inputs
 from cubridge.spec.model import Spec, Tolerance
 from cubridge.spec.mods import aux_parameters, mods_attention, mods_reference
@@ -81,15 +87,7 @@ class _SpecFile:
             tree = ast.parse(source, filename=str(path))
         except SyntaxError as exc:
             raise SpecError(f"does not parse: {exc.msg}", f"{path}:{exc.lineno}") from exc
-        self.lines: dict[str, int] = {}
-        for node in tree.body:
-            targets = (node.targets if isinstance(node, ast.Assign) else
-                       [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
-            for t in targets:
-                if isinstance(t, ast.Name):
-                    self.lines[t.id] = node.lineno
-            if isinstance(node, ast.FunctionDef | ast.ClassDef):
-                self.lines[node.name] = node.lineno
+        self.lines = top_level_lines(tree)
         self.module = self._execute(source)
 
     def _execute(self, source: str) -> ModuleType:

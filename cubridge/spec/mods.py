@@ -8,6 +8,7 @@ torch.vmap over b, h, q_idx and kv_idx, so a mod written for scalar indices
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -112,12 +113,30 @@ def dense_mask(mods: BoundMods, b: int, h: int, sq: int, sk: int,
     return mask
 
 
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    """Python floats meeting the int32 indices (`score - 0.1 * (q_idx - kv_idx)`)
+    become tensors of torch's default dtype: float32, whose rounding would read as
+    a disagreement with a float64 reference. Evaluated in float64, they take the
+    scores' precision; a kernel computes them in float32 as FlexAttention does."""
+    if dtype != torch.float64:
+        yield
+        return
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def apply_score_mod(mods: BoundMods, scores: torch.Tensor) -> torch.Tensor:
     """score_mod on a [B, H, Sq, Sk] score tensor, element by element."""
     if mods.score_mod is None:
         return scores
     bsz, h, sq, sk = scores.shape
-    out = elementwise_score(mods.score_mod)(scores, *_indices(bsz, h, sq, sk, scores.device))
+    with _default_dtype(scores.dtype):
+        out = elementwise_score(mods.score_mod)(scores, *_indices(bsz, h, sq, sk, scores.device))
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"score_mod must return a tensor, got {type(out).__name__}")
     return out.to(scores.dtype)

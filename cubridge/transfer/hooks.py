@@ -35,6 +35,7 @@ from cubridge.spec.mods import bind_mods, elementwise_mask, elementwise_score
 from cubridge.transfer import expr, interval
 from cubridge.transfer.block_table import TABLE_CACHE, BlockTable
 from cubridge.transfer.captures import Captures
+from cubridge.transfer.score_masks import is_bare_score, split_score_mask
 from cubridge.transfer.torch_render import grid_function
 from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_score_mod
 
@@ -68,6 +69,9 @@ class HookPlan:
     # tensor's shape, the integers of a spec's AUX_SHAPES
     fixed_dims: Mapping[str, tuple[int | None, ...]] = dataclasses.field(
         default_factory=dict, compare=False)
+    # the mask holds score_mod's -inf condition (transfer.score_masks), which
+    # score no longer applies
+    mask_in_score: bool = False
 
     @property
     def elementwise(self) -> bool:
@@ -148,7 +152,8 @@ class HookPlan:
                 "table_depends_on_h": self.table_depends_on_h,
                 "captured": [_aux_json(a) for a in self.aux if a.name in self.captured],
                 **({"fixed_dims": {n: list(d) for n, d in self.fixed_dims.items()}}
-                   if self.fixed_dims else {})}
+                   if self.fixed_dims else {}),
+                **({"mask_in_score": True} if self.mask_in_score else {})}
 
     def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor],
                     device: torch.device | str | None = None) -> BlockTable:
@@ -206,7 +211,37 @@ def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
         mask_fn=spec.mask_mod, table_block=tuple(data["table_block"]),  # type: ignore[arg-type]
         table_depends_on_b=bool(data["table_depends_on_b"]),
         table_depends_on_h=bool(data["table_depends_on_h"]), captured=captured,
-        fixed_dims={str(n): tuple(d) for n, d in data.get("fixed_dims", {}).items()})  # type: ignore[attr-defined]
+        fixed_dims={str(n): tuple(d) for n, d in data.get("fixed_dims", {}).items()},  # type: ignore[attr-defined]
+        mask_in_score=bool(data.get("mask_in_score", False)))
+
+
+def _check_lifted_trace(spec: Spec, plan: HookPlan, mods: object, idx: list[torch.Tensor],
+                        grid: list[torch.Tensor], full: Mapping[str, torch.Tensor],
+                        shape: Shape) -> None:
+    """check_trace where score_mod's -inf condition moved into the mask: the pairs
+    the mods allow (mask_mod's, score_mod not -inf) are the plan's mask, and on
+    them the plan's score is score_mod's."""
+    scores = 4 * torch.randn(shape.b, shape.hq, shape.sq, shape.sk,
+                             generator=torch.Generator().manual_seed(0))
+    want_score = elementwise_score(mods.score_mod)(scores, *idx).double()  # type: ignore[attr-defined]
+    want = ~torch.isneginf(want_score)
+    if mods.mask_mod is not None:  # type: ignore[attr-defined]
+        want = want & elementwise_mask(mods.mask_mod)(*idx)  # type: ignore[attr-defined]
+    assert plan.mask is not None
+    got = grid_function(plan.mask.node)(*grid, **full).expand_as(want)
+    got_score = (grid_function(plan.score.node)(*grid, score_=scores, **full)
+                 if plan.score is not None else scores).expand_as(want).double()
+    bad = (want != got) | (got & ~torch.isclose(got_score, want_score, rtol=1e-4, atol=1e-4,
+                                                 equal_nan=True))
+    if bad.any():
+        b, h, q, k = (int(i) for i in bad.nonzero()[0])
+        raise SpecError(
+            f"the traced mods differ from the mods themselves at (b={b}, h={h}, q={q}, k={k}): "
+            f"{'allowed' if got[b, h, q, k] else 'masked'} with score "
+            f"{got_score[b, h, q, k].item()} traced (score_mod's -inf condition as a mask), "
+            f"{'allowed' if want[b, h, q, k] else 'masked'} with score "
+            f"{want_score[b, h, q, k].item()} called per element on shape {shape}",
+            location_of(spec.score_mod))
 
 
 def _classification(mask: TracedMod | None) -> Classification:
@@ -238,6 +273,7 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
     mask = trace_mask_mod(spec.mask_mod, aux, captures) if spec.mask_mod else None
     captured = {n: t for m in (score, mask) if m for n, t in m.captured}
     infos = {a.name: a for m in (score, mask) if m for a in m.aux}
+    score, mask, mask_in_score = _lift_score_mask(score, mask)
     ordered = tuple(infos[n] for n in [*aux, *captured] if n in infos)
     classification = _classification(mask)
     mask_vars = expr.free_vars(mask.node) if mask else set()
@@ -256,7 +292,30 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
         table_depends_on_h="h" in mask_vars,
         captured=captured,
         fixed_dims=_fixed_dims(spec, ordered, captured),
+        mask_in_score=mask_in_score,
     )
+
+
+def _lift_score_mask(score: TracedMod | None, mask: TracedMod | None
+                     ) -> tuple[TracedMod | None, TracedMod | None, bool]:
+    """score_mod's -inf condition moved into the mask (transfer.score_masks):
+    (score, mask, whether one moved). A score_mod left with nothing to do goes."""
+    if score is None:
+        return score, mask, False
+    kept, condition = split_score_mask(score.node)
+    if condition is None:
+        return score, mask, False
+    node = condition if mask is None else expr.apply("and", mask.node, condition)
+    names = set(expr.aux_reads(node))
+    reads = {a.name: a for m in (mask, score) if m for a in m.aux if a.name in names}
+    taken = {n: t for m in (mask, score) if m for n, t in m.captured if n in names}
+    lifted = TracedMod(node, tuple(reads.values()), mask.where if mask else score.where,
+                       tuple(taken.items()))
+    if is_bare_score(kept):
+        return None, lifted, True
+    names = set(expr.aux_reads(kept))
+    return (TracedMod(kept, tuple(a for a in score.aux if a.name in names), score.where,
+                      tuple((n, t) for n, t in score.captured if n in names)), lifted, True)
 
 
 def _fixed_dims(spec: Spec, read: tuple[AuxInfo, ...],
@@ -285,6 +344,9 @@ def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
     full = {n: t.cpu() for n, t in plan.with_captured(aux, torch.device("cpu")).items()}
     idx = [torch.arange(n, dtype=torch.int32) for n in (shape.b, shape.hq, shape.sq, shape.sk)]
     grid = [i.view([-1 if d == j else 1 for d in range(4)]) for j, i in enumerate(idx)]
+    if plan.mask_in_score:
+        _check_lifted_trace(spec, plan, mods, idx, grid, full, shape)
+        return
     checks = []
     if plan.mask is not None and mods.mask_mod is not None:
         want = elementwise_mask(mods.mask_mod)(*idx)

@@ -70,10 +70,13 @@ _TORCH_DTYPES: dict[torch.dtype, DType] = {
 }
 
 
-def ir_dtype(dtype: torch.dtype, what: str) -> DType:
+def ir_dtype(dtype: torch.dtype, what: str, where: str | None = None) -> DType:
+    """The hook IR's type of a tensor read; `where`: the line to blame (default:
+    the spec line being traced)."""
     if dtype not in _TORCH_DTYPES:
         supported = ", ".join(str(d) for d in _TORCH_DTYPES)
-        raise TraceError(f"{what} has dtype {dtype}; hooks read only {supported}", where="")
+        raise TraceError(f"{what} has dtype {dtype}; hooks read only {supported} (make_aux "
+                         "can cast it, e.g. to float32)", where=where)
     return _TORCH_DTYPES[dtype]
 
 
@@ -637,7 +640,7 @@ def _aux_kwargs(fn: Callable[..., object], kind: str,
         t = aux[name]
         if not isinstance(t, torch.Tensor):
             raise TraceError(f"aux {name!r} is a {type(t).__name__}, not a tensor", where=where)
-        ir_dtype(t.dtype, f"aux {name!r}")
+        ir_dtype(t.dtype, f"{kind} takes aux {name!r}, which", where)
         placeholder = SymAux(name, t)
         out[name] = placeholder[()] if t.dim() == 0 else placeholder  # type: ignore[assignment]
     return out

@@ -107,18 +107,30 @@ def test_score_and_mask_match_torch(evaluated, name):
     spec, header, aux, scores, values = evaluated[name]
     got: HookValues = values[ALIGNED]
     b, h, q, k = _grid(SHAPE)
-    if spec.score_mod is not None:
+    if header.plan.mask_in_score:
+        # score_mod's -inf condition is the header's mask: the pairs allowed, and
+        # their scores, are the mods'
         want = spec.score_mod(scores, b, h, q, k, **_kwargs(spec.score_mod, aux)).float().numpy()
-        np.testing.assert_allclose(got.score, want, rtol=2e-5, atol=2e-5)
-        assert not np.array_equal(got.score, scores.numpy()), "score_mod changed nothing"
+        allowed = ~np.isneginf(want)
+        if spec.mask_mod is not None:
+            allowed &= spec.mask_mod(b, h, q, k, **_kwargs(spec.mask_mod, aux)).expand(
+                got.mask.shape).numpy()
+        np.testing.assert_array_equal(got.mask, allowed)
+        np.testing.assert_allclose(got.score[allowed], want[allowed], rtol=2e-5, atol=2e-5)
     else:
-        np.testing.assert_array_equal(got.score, scores.numpy())
-    if spec.mask_mod is not None:
-        want_mask = spec.mask_mod(b, h, q, k, **_kwargs(spec.mask_mod, aux)).expand(
-            got.mask.shape).numpy()
-        np.testing.assert_array_equal(got.mask, want_mask)
-    else:
-        assert got.mask.all()
+        if spec.score_mod is not None:
+            want = spec.score_mod(scores, b, h, q, k,
+                                  **_kwargs(spec.score_mod, aux)).float().numpy()
+            np.testing.assert_allclose(got.score, want, rtol=2e-5, atol=2e-5)
+            assert not np.array_equal(got.score, scores.numpy()), "score_mod changed nothing"
+        else:
+            np.testing.assert_array_equal(got.score, scores.numpy())
+        if spec.mask_mod is not None:
+            want_mask = spec.mask_mod(b, h, q, k, **_kwargs(spec.mask_mod, aux)).expand(
+                got.mask.shape).numpy()
+            np.testing.assert_array_equal(got.mask, want_mask)
+        else:
+            assert got.mask.all()
     act = {"softmax": scores[0, 0, 0], "sigmoid": torch.sigmoid(scores[0, 0, 0]),
            "relu": torch.relu(scores[0, 0, 0])}[spec.normalizer]
     np.testing.assert_allclose(got.activation, act.numpy(), rtol=1e-6, atol=1e-6)

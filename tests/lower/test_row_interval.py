@@ -24,10 +24,11 @@ def _node(mask_mod) -> Node:
     return trace_mask_mod(mask_mod, {}).node
 
 
-def _bounds(nodes: tuple[Node, ...], fold, empty: int, q: torch.Tensor) -> torch.Tensor:
+def _bounds(nodes: tuple[Node, ...], fold, empty: int, q: torch.Tensor, h: int = 0
+            ) -> torch.Tensor:
     out = torch.full_like(q, empty)
     for n in nodes:
-        value = grid_function(n)(0, 0, q, 0)
+        value = grid_function(n)(0, torch.tensor(h), q, 0)
         out = fold(out, torch.as_tensor(value).expand_as(q))
     return out
 
@@ -45,6 +46,13 @@ WITH_INTERVAL = {
     "prefix_lm": lambda b, h, q, k: (q >= k) | (k < 37),
     "band_or_tail": lambda b, h, q, k: ((q - k <= 5) & (k - q <= 5)) | (k >= 290),
     "row_dependent_union": lambda b, h, q, k: ((k <= q) & (q < 100)) | ((k >= q) & (q >= 200)),
+    # key-free choices of one interval (per head, per row)
+    "window_per_head_parity": lambda b, h, q, k: (q >= k) & torch.where(
+        h % 2 == 1, q - k < 50, q - k < 7),
+    "choice_per_row_with_guards": lambda b, h, q, k: torch.where(
+        q < 150, (q - k < 20) & (k <= q) & (q > 10), (k > 100) & (k < q + h)),
+    "choice_inside_a_union": lambda b, h, q, k: (k < 4) | torch.where(
+        h == 2, (q >= k) & (q - k < 30), q == k),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
@@ -54,6 +62,8 @@ WITHOUT = {
     "two_keys": lambda b, h, q, k: 2 * k <= q,  # (a key coefficient other than +-1)
     "scaled": lambda b, h, q, k: 2 * q - 2 * k + 1 > 0,  # (an interval, not recognised)
     "not_equal": lambda b, h, q, k: k != q,
+    "choice_of_a_union": lambda b, h, q, k: torch.where(h % 2 == 1, (k < 8) | (k > 280), q >= k),
+    "choice_by_the_key": lambda b, h, q, k: torch.where(k % 2 == 1, q >= k, q - k < 9),
 }
 
 
@@ -64,16 +74,17 @@ def test_the_intervals_allow_exactly_the_masks_keys(name):
     assert intervals is not None and 1 <= len(intervals) <= MAX_INTERVALS, name
     q = torch.arange(300).view(-1, 1)
     k = torch.arange(300).view(1, -1)
-    got = torch.zeros(300, 300, dtype=torch.bool)
-    for iv in intervals:
-        lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q)
-        hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q)
-        ok = torch.ones_like(q, dtype=torch.bool)
-        for g in iv.guards:
-            ok = ok & torch.as_tensor(grid_function(g)(0, 0, q, 0)).expand_as(q)
-        got = got | (ok & (lo <= k) & (k <= hi))
-    want = mask_mod(0, 0, q, k)
-    assert torch.equal(got, want.expand_as(got)), name
+    for h in range(4):
+        got = torch.zeros(300, 300, dtype=torch.bool)
+        for iv in intervals:
+            lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q, h)
+            hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q, h)
+            ok = torch.ones_like(q, dtype=torch.bool)
+            for g in iv.guards:
+                ok = ok & torch.as_tensor(grid_function(g)(0, torch.tensor(h), q, 0)).expand_as(q)
+            got = got | (ok & (lo <= k) & (k <= hi))
+        want = mask_mod(0, torch.tensor(h), q, k)
+        assert torch.equal(got, want.expand_as(got)), (name, h)
 
 
 @pytest.mark.parametrize("name", sorted(WITHOUT))

@@ -102,3 +102,21 @@ def test_mla_head_dims_on_ampere_fit_no_entry_as_they_are_and_the_selection_says
     assert sel.request.startswith("sm_80, D=192/128")
     assert "no entry supports the request as it is" in sel.reason
     assert [n for n, _ in sel.passed_over] == ["fa_sm90", "fa_sm80"]
+
+
+def test_a_float32_spec_is_blamed_at_its_dtypes_before_any_path(fake_gpu, tmp_path):
+    # No library kernel, and no CuIR program, takes float32 operands: the run
+    # must say so at DTYPES, not fail the target CuIR's verification later.
+    from cubridge.spec import SpecError
+
+    fake_gpu("sm_90a")
+    text = (SPECS / "causal.py").read_text()
+    assert 'DTYPES = ["bf16", "fp16"]' in text
+    path = tmp_path / "causal_fp32.py"
+    path.write_text(text.replace('DTYPES = ["bf16", "fp16"]', 'DTYPES = ["bf16", "fp32"]'))
+    line = path.read_text().splitlines().index('DTYPES = ["bf16", "fp32"]') + 1
+    with pytest.raises(SpecError) as err:
+        run_module._start(path, RunOptions(out=tmp_path / "run", log=lambda _: None))
+    assert err.value.location == f"{path}:{line}"
+    assert "DTYPES has float32" in err.value.message and "fa_sm90 builds" in err.value.message
+    assert not (tmp_path / "run" / "target_cuir.py").exists()

@@ -92,3 +92,29 @@ def test_captured_device_finds_a_tensor_in_a_nested_closure_not_on_the_cpu():
     assert captured_device(mask_mod) == torch.device("meta")
     assert captured_device(cpu_mod) is None
     assert captured_device(None) is None
+
+
+def test_a_python_float_times_the_indices_is_not_float32_rounding(tmp_path):
+    # `score - 0.1 * (q_idx - kv_idx)`: the float meets int32 indices and would
+    # become float32 (torch's default); the check must read it in float64.
+    from cubridge.spec import check_spec, load
+
+    path = tmp_path / "const_slope_alibi.py"
+    path.write_text(
+        "from cubridge.attention import LLAMA2_7B\n"
+        "from cubridge.spec.helpers import expand_kv, positions, scaled_scores, "
+        "softmax_attention\n"
+        "CONFIGS = [LLAMA2_7B]\n"
+        "DTYPES = ['bf16']\n"
+        "def reference(q, k, v):\n"
+        "    q_idx, kv_idx = positions(q, k)\n"
+        "    k, v = expand_kv(q, k, v)\n"
+        "    scores = scaled_scores(q, k) - 0.1 * (q_idx - kv_idx).to(q.dtype)\n"
+        "    return softmax_attention(scores, q_idx >= kv_idx, v)\n"
+        "def mask_mod(b, h, q_idx, kv_idx):\n"
+        "    return q_idx >= kv_idx\n"
+        "def score_mod(score, b, h, q_idx, kv_idx):\n"
+        "    return score - 0.1 * (q_idx - kv_idx)\n")
+    summary = check_spec(load(path))
+    assert summary.mods_max_error < 1e-12
+    assert torch.get_default_dtype() == torch.float32  # restored

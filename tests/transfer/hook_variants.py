@@ -112,6 +112,23 @@ def floor_mod_mask(b, h, q, k):
             | (h == 1) & ~(q < 40) | ((k - 16) % 28 == (q + 12) % 28))
 
 
+def window_per_head(b, h, q, k):
+    # a key-free choice of window (Sparse Transformer style head split): one row
+    # interval whose bounds the head chooses
+    return (q >= k) & torch.where(h % 2 == 1, q - k < 512, q - k < 128)
+
+
+def causal_in_score_mod(score, b, h, q, k, *, slope):
+    # FlexAttention's own example form: the mask written as -inf in score_mod (the
+    # plan lifts the condition into the mask, transfer/score_masks.py)
+    return torch.where(q >= k, score + slope[h] * (k - q), -float("inf"))
+
+
+def window_in_score_mod(score, b, h, q, k):
+    # an added -inf term, the condition's negation written with masked_fill
+    return score.masked_fill(q - k >= 300, -float("inf")) + torch.where(q >= k, 0.0, -math.inf)
+
+
 def half_gate(b, h, q, k, *, gate16):
     return gate16[k] >= 0
 
@@ -260,6 +277,9 @@ VARIANTS: dict[str, Spec] = {
         make_spec("comb_prefix_softcap_sigmoid", prefix_lm, softcap_minus_log_s, "sigmoid"),
         make_spec("kitchen_sink", floor_mod_mask, kitchen_sink_score),
         make_spec("dilated_window", dilated_window),
+        make_spec("window_per_head", window_per_head),
+        make_spec("causal_in_score_mod", None, causal_in_score_mod),
+        make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),
         make_spec("half_precision_reads", half_gate, half_precision_reads),
         make_spec("pair_masks", pair_masks),

@@ -197,6 +197,17 @@ def test_missing_aux_is_named():
         trace_mask_mod(mask, {"other": torch.zeros(2)})
 
 
+def test_an_aux_of_a_dtype_hooks_cannot_read_is_blamed_on_the_mod_taking_it():
+    def score(s, b, h, q, k, *, bias):
+        return s + bias[h]
+
+    line = score.__code__.co_firstlineno
+    with pytest.raises(TraceError, match="score_mod takes aux 'bias', which has dtype "
+                       "torch.float8_e4m3fn; hooks read only") as e:
+        trace_score_mod(score, {"bias": torch.zeros(2, dtype=torch.float8_e4m3fn)})
+    assert e.value.where == f"{__file__}:{line}"
+
+
 def test_global_tensor_captured_by_a_mod_is_lifted_to_aux():
     table = torch.arange(10)
 

@@ -1,0 +1,69 @@
+"""Masks written in score_mod. FlexAttention's own examples mask with
+`torch.where(q_idx >= kv_idx, score, -float("inf"))`; a score of -inf gives its
+pair no weight under every normaliser (softmax, sigmoid, relu), exactly as a
+masked pair. Left in score_mod the condition is evaluated per score and no block
+is skipped; lifted into the mask, blocks are classified (EMPTY skipped, FULL
+unmasked) like any mask_mod's.
+
+Lifted: the condition of a `where` that yields -inf on one side, at the top of
+score_mod or as a term added to the rest (`score + where(c, 0.0, -inf)`),
+provided it does not read the score. Anything else that yields -inf (a -inf
+read from an aux tensor, a bias of -1e9) stays in score_mod.
+"""
+
+from __future__ import annotations
+
+import math
+
+from cubridge.transfer import expr
+from cubridge.transfer.expr import Node
+
+
+def _is_minus_inf(n: Node) -> bool:
+    return n.op == "const" and isinstance(n.arg, float) and n.arg == -math.inf
+
+
+_FLIPPED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
+def _negated(c: Node) -> Node:
+    """not c, a comparison flipped (`masked_fill(q < k, -inf)` keeps q >= k, a
+    form row intervals read)."""
+    if c.op in _FLIPPED:
+        return expr.apply(_FLIPPED[c.op], *c.args)
+    return expr.apply("not", c)
+
+
+def _is_zero(n: Node) -> bool:
+    return n.op == "const" and not isinstance(n.arg, bool) and n.arg == 0
+
+
+def _free_of_score(n: Node) -> bool:
+    return expr.SCORE_VAR not in expr.free_vars(n)
+
+
+def split_score_mask(score: Node) -> tuple[Node, Node | None]:
+    """(kept, condition): `score` equals where(condition, kept, -inf), the
+    condition free of the score; condition None where no such part is found."""
+    if score.op == "where":
+        c, a, b = score.args
+        if _free_of_score(c) and _is_minus_inf(b):
+            kept, inner = split_score_mask(a)
+            return kept, c if inner is None else expr.apply("and", c, inner)
+        if _free_of_score(c) and _is_minus_inf(a):
+            kept, inner = split_score_mask(b)
+            not_c = _negated(c)
+            return kept, not_c if inner is None else expr.apply("and", not_c, inner)
+    if score.op == "add":
+        (kx, cx), (ky, cy) = (split_score_mask(a) for a in score.args)
+        conditions = [c for c in (cx, cy) if c is not None]
+        if conditions:
+            kept = ky if _is_zero(kx) else kx if _is_zero(ky) else expr.apply("add", kx, ky)
+            return kept, conditions[0] if len(conditions) == 1 else \
+                expr.apply("and", *conditions)
+    return score, None
+
+
+def is_bare_score(n: Node) -> bool:
+    """Whether `n` is the score itself (a score_mod with nothing left to do)."""
+    return n.op == "var" and n.arg == expr.SCORE_VAR

@@ -1,0 +1,68 @@
+"""Masks written in score_mod (cubridge/transfer/score_masks.py): the -inf
+condition is lifted into the mask, so blocks are classified; anything else that
+yields -inf stays in score_mod."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from hook_variants import make_spec
+
+from cubridge.attention import Shape
+from cubridge.transfer.hooks import check_trace, plan_from_json, plan_hooks
+from cubridge.transfer.score_masks import split_score_mask
+from cubridge.transfer.trace import trace_score_mod
+
+INF = float("inf")
+
+
+def _split(fn, aux=None):
+    kept, cond = split_score_mask(trace_score_mod(fn, aux or {}).node)
+    return repr(kept), None if cond is None else repr(cond)
+
+
+def test_the_forms_users_write_are_lifted():
+    assert _split(lambda s, b, h, q, k: torch.where(q >= k, s, -INF)) == \
+        ("score", "ge[bool](q, k)")
+    assert _split(lambda s, b, h, q, k: s + torch.where(q >= k, 0.0, -math.inf)) == \
+        ("score", "ge[bool](q, k)")
+    # masked_fill's condition is negated as a comparison (row intervals read it)
+    assert _split(lambda s, b, h, q, k: s.masked_fill(q < k, -INF)) == \
+        ("score", "ge[bool](q, k)")
+    kept, cond = _split(lambda s, b, h, q, k: torch.where(
+        q - k < 100, torch.where(q >= k, 30 * torch.tanh(s / 30), -INF), -INF) + 0.5 * h)
+    assert "tanh" in kept and "-inf" not in kept and "cast[float](h)" in kept
+    assert cond == "and[bool](lt[bool](sub[int](q, k), 100), ge[bool](q, k))"
+
+
+@pytest.mark.parametrize("fn", [
+    lambda s, b, h, q, k: torch.where(s > 0, s, -INF),           # reads the score
+    lambda s, b, h, q, k: torch.where(q >= k, s, -1e9),           # not -inf
+    lambda s, b, h, q, k: 2 * torch.where(q >= k, s, -INF),       # under another op
+    lambda s, b, h, q, k: torch.tanh(torch.where(q >= k, s, -INF)),
+], ids=["reads_score", "finite", "scaled", "under_tanh"])
+def test_other_minus_infinities_stay_in_score_mod(fn):
+    assert _split(fn)[1] is None
+
+
+def test_a_mask_written_in_score_mod_is_classified_and_checked():
+    spec = make_spec("causal_in_score_mod", None,
+                     lambda s, b, h, q, k: torch.where(q >= k, s, -INF))
+    plan = plan_hooks(spec)
+    assert plan.mask_in_score and plan.score is None  # nothing left for score_mod
+    assert plan.classification == "interval"
+    check_trace(spec, plan, Shape(b=1, hq=2, hk=1, sq=61, sk=64, d=64))
+    again = plan_from_json(json.loads(json.dumps(plan.to_json())), spec)
+    assert again.mask_in_score and again.mask.node == plan.mask.node
+
+
+def test_the_lifted_condition_joins_the_mask_mod():
+    spec = make_spec("window", lambda b, h, q, k: q - k < 50,
+                     lambda s, b, h, q, k: torch.where(q >= k, s * 2, -INF))
+    plan = plan_hooks(spec)
+    assert repr(plan.mask.node) == "and[bool](lt[bool](sub[int](q, k), 50), ge[bool](q, k))"
+    assert repr(plan.score.node) == "mul[float](score, 2.0)"
+    check_trace(spec, plan, Shape(b=1, hq=2, hk=1, sq=61, sk=64, d=64))
