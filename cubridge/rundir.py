@@ -32,9 +32,11 @@ KERNEL_MODULE = "kernel.py"  # `attention(q, k, v, **aux)` of the finished run
 
 
 def lower_record(kernel: str, path: str, builds: list[dict[str, Any]], *,
-                 source_edited: bool, **extra: Any) -> dict[str, Any]:
-    """The content of lower.json, the same keys on both paths (plus `extra`)."""
-    return {"kernel": kernel, "path": path, "source": SOURCE_FILE,
+                 source_edited: bool, spec: str, **extra: Any) -> dict[str, Any]:
+    """The content of lower.json, the same keys on both paths (plus `extra`);
+    `spec`: the spec's name (the snapshot spec.py would take the file's stem
+    for one without NAME)."""
+    return {"kernel": kernel, "path": path, "spec": spec, "source": SOURCE_FILE,
             "source_edited": source_edited, "hooks": HOOKS_FILE, "builds": builds, **extra}
 
 

@@ -2,6 +2,8 @@
 
 The allowed (q, k) pairs come from the first of these that applies:
 - the spec's mask_mod, evaluated on every pair (cubridge.bench.flops);
+- no mask_mod and a score_mod that sets scores to -inf on a condition of the
+  positions (a mask written in score_mod): the pairs it leaves finite;
 - no mask_mod and a reference that is plain attention with the spec's score_mod
   and normaliser (checked when the spec is loaded): every pair;
 - otherwise the reference itself, probed for the keys that receive weight
@@ -40,6 +42,17 @@ def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device 
     if mods.mask_mod is not None:
         return (count_allowed_pairs(mods.mask_mod, shape, device),
                 "pairs: the spec's mask_mod evaluated on every pair")
+    if mods.score_mod is not None and masks_in_score_mod(spec):
+        score_mod = mods.score_mod
+
+        def not_minus_inf(b, h, q, k):  # (at two scores: a kept part may be -inf at one)
+            zero = torch.zeros((), dtype=torch.float32, device=q.device)
+            return (~torch.isneginf(score_mod(zero, b, h, q, k))
+                    | ~torch.isneginf(score_mod(zero + 1, b, h, q, k)))
+
+        return (count_allowed_pairs(not_minus_inf, shape, device),
+                "pairs: those score_mod does not set to -inf (no mask_mod; score_mod masks "
+                "with -inf on a condition of the positions)")
     if spec.mods_describe_reference:
         return (count_allowed_pairs(None, shape, device),
                 "pairs: every pair (no mask_mod; the reference is unmasked attention)")
@@ -50,6 +63,21 @@ def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device 
                 f"pairs: every pair, an upper bound (no mask_mod, and the reference could "
                 f"not be probed: {exc}; declare `flops` in the spec for an exact figure)")
     return probe.stats, f"pairs: {probe.counting}"
+
+
+def masks_in_score_mod(spec: Spec) -> bool:
+    """Whether score_mod sets scores to -inf on a condition of the positions (a
+    mask written in score_mod, which the hook plan lifts into the mask:
+    cubridge.transfer.score_masks): its pairs are counted without them."""
+    from cubridge.transfer.hooks import example_aux  # (the tracer: not at import)
+    from cubridge.transfer.score_masks import split_score_mask
+    from cubridge.transfer.trace import TraceError, trace_score_mod
+
+    try:
+        traced = trace_score_mod(spec.score_mod, example_aux(spec))
+    except TraceError:
+        return False
+    return split_score_mask(traced.node)[1] is not None
 
 
 def declared_flops(spec: Spec, shape: Shape, pairs: int) -> float:

@@ -325,7 +325,7 @@ def lower(target_ir: Path, client: LLMClient, run_dir: RunDir, spec_path: Path,
         run_dir.write(SOURCE_FILE, lowered.source)
         run_dir.write("lower.json", json.dumps(lower_record(
             kernel.name, "llm", [b.to_json() for b in builds],
-            source_edited=lowered.edits > 0, arch=arch,
+            source_edited=lowered.edits > 0, spec=spec.name, arch=arch,
             ir_diff=description["diff"], resources=lowered.resources, spill_budgets=budgets,
             verification=lowered.verification, **selection.describe()), indent=1))
         rec.artifacts += [SOURCE_FILE, "lower.json"]

@@ -150,7 +150,7 @@ class CompiledVariant:
     def lower_record(self) -> dict[str, object]:
         """lower.json's common part: the entry, the builds, what was changed."""
         return lower_record(self.kernel.name, self.path, [b.to_json() for b in self.builds],
-                            source_edited=self.source is not None)
+                            source_edited=self.source is not None, spec=self.spec.name)
 
     def __repr__(self) -> str:
         how = (f"{self.hooks.plan.classification} block classification, "
@@ -167,11 +167,19 @@ def rules_variant(spec: Spec, kernel: LibraryKernel, hooks: HookHeader) -> Compi
                            hooks=hooks)
 
 
+def _spec_name(run_dir: Path, record: dict) -> str | None:
+    """The run's spec name (lower.json's; before it kept one, the aux manifest's)."""
+    if "spec" in record:
+        return str(record["spec"])
+    manifest = run_dir / AUX_MANIFEST_FILE
+    return json.loads(manifest.read_text()).get("spec") if manifest.is_file() else None
+
+
 def load_variant(run_dir: str | Path) -> CompiledVariant:
     """The variant of a finished run directory (its kernel.py calls this)."""
     run_dir = Path(run_dir)
-    spec = load(run_dir / SPEC_FILE)
     record = json.loads((run_dir / LOWER_FILE).read_text())
+    spec = load(run_dir / SPEC_FILE, default_name=_spec_name(run_dir, record))
     kernel = get_kernel(record["kernel"])
     builds = [KernelBuild.from_json(b) for b in record["builds"]]
     source = (run_dir / SOURCE_FILE).read_text() if record["source_edited"] else None

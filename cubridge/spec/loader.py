@@ -233,8 +233,10 @@ def _name_from_stem(stem: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def load(path: str | Path) -> Spec:
+def load(path: str | Path, *, default_name: str | None = None) -> Spec:
     """Load and validate a spec file; calls its reference once on a tiny shape.
+    A file without NAME is named `default_name`, else after its stem (a run's
+    snapshot spec.py passes the name the run gave it).
 
     Raises SpecError saying what is wrong and where (file:line)."""
     f = _SpecFile(Path(path))
@@ -269,7 +271,7 @@ def load(path: str | Path) -> Spec:
     if normalizer not in NORMALIZERS:
         raise SpecError(f"NORMALIZER = {normalizer!r}; use one of {NORMALIZERS}",
                         f.where("NORMALIZER"))
-    name = f.get("NAME", _name_from_stem(f.path.stem))
+    name = f.get("NAME", default_name or _name_from_stem(f.path.stem))
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise SpecError(f"NAME = {name!r}; use a snake_case identifier", f.where("NAME"))
     description = f.get("DESCRIPTION", (f.module.__doc__ or "").strip())

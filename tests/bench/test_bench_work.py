@@ -87,6 +87,23 @@ def test_causal_reference_without_mods_counts_as_mask_mod_causal(tmp_path, monke
     assert "q >= k (causal)" in got.counting
 
 
+def test_a_mask_written_in_score_mod_counts_the_pairs_it_leaves(tmp_path):
+    # FlexAttention's example form: our kernel skips the -inf pairs (the plan lifts
+    # the condition into the mask), so they must not count as work done
+    path = tmp_path / "causal_in_score_mod.py"
+    path.write_text(CAUSAL_SPEC.format(title=", masked in score_mod", name="causal_in_score_mod")
+                    + "\n\nimport torch\n\n\ndef score_mod(score, b, h, q_idx, kv_idx):\n"
+                    "    return torch.where(q_idx >= kv_idx, torch.log(score), -float('inf'))\n")
+    spec = load(path)
+    shape = Shape(2, 4, 2, 64, 64, 16)
+    got = _work(spec, shape)
+    assert got.stats.allowed_pairs == shape.b * shape.hq * 64 * 65 // 2  # (log(0) is -inf)
+    assert "those score_mod does not set to -inf" in got.counting
+    # a -inf on a condition of the score is not a mask: every pair counts
+    data = make_spec("relu_like", None, lambda s, b, h, q, k: torch.where(s > 0, s, -float("inf")))
+    assert _work(data, shape).stats.allowed_pairs == shape.b * shape.hq * 64 * 64
+
+
 def test_window_and_relu_references_are_read_as_their_band():
     window = lambda b, h, q, k: (q >= k) & (q - k < 40)
     for normalizer in ("softmax", "relu"):  # relu: a negative score would hide a pair

@@ -1,6 +1,7 @@
 """`cubridge run` on a machine without a GPU: every stage up to compilation,
 the stop message, the artifacts, and the cache on a second run."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,23 @@ def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
     assert loaded.hooks is not None
     assert loaded.hooks.plan.to_json() == result.kernel.hooks.plan.to_json()
     assert loaded.hooks.text == (out / "cubridge_hooks.cuh").read_text()
+
+
+def test_a_spec_without_name_keeps_its_name_in_the_run_directory(tmp_path, monkeypatch):
+    """kernel.py loads the run's snapshot spec.py: a spec without NAME must keep the
+    name of its own file there (the plan is checked against it)."""
+    from cubridge.pipeline import variant
+
+    monkeypatch.setattr("cubridge.pipeline.run.nvcc_available", lambda: False)
+    text = (SPECS / "causal.py").read_text()
+    path = tmp_path / "my_causal.py"
+    path.write_text("\n".join(line for line in text.splitlines()
+                              if not line.startswith("NAME =")) + "\n")
+    out = tmp_path / "run"
+    result = run(path, RunOptions(out=out, log=lambda _: None))
+    assert "nvcc not found" in result.stopped
+    loaded = variant.load_variant(out)
+    assert loaded.spec.name == "my_causal" == json.loads((out / "lower.json").read_text())["spec"]
 
 
 @pytest.mark.slow  # verify-ir at the long case, in every dtype: ~10 s
