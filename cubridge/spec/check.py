@@ -18,7 +18,7 @@ from cubridge.spec.errors import (
 from cubridge.spec.inputs import DISTRIBUTIONS, make_aux, make_inputs
 from cubridge.spec.lengths import MAX_LONG, covered_constant, long_check_shapes
 from cubridge.spec.model import Spec
-from cubridge.spec.mods import mods_attention
+from cubridge.spec.mods import float64_default, mods_attention
 from cubridge.spec.reference import call_reference
 from cubridge.spec.shapes import check_shapes, smoke_shape, verification_shapes
 
@@ -162,7 +162,8 @@ def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0,
         for dist in distributions:
             g = torch.Generator().manual_seed(seed + i)
             inputs = make_inputs(spec, shape, torch.float64, dist, g).to_float64()
-            ref_out, ref_lse = call_reference(spec, inputs, expect_lse=spec.returns_lse)
+            with float64_default():  # (as the mods are evaluated: mods.float64_default)
+                ref_out, ref_lse = call_reference(spec, inputs, expect_lse=spec.returns_lse)
             try:
                 out, lse = mods_attention(spec, inputs.q, inputs.k, inputs.v, inputs.aux)
             except Exception as exc:

@@ -114,11 +114,14 @@ def dense_mask(mods: BoundMods, b: int, h: int, sq: int, sk: int,
 
 
 @contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype):
-    """Python floats meeting the int32 indices (`score - 0.1 * (q_idx - kv_idx)`)
-    become tensors of torch's default dtype: float32, whose rounding would read as
-    a disagreement with a float64 reference. Evaluated in float64, they take the
-    scores' precision; a kernel computes them in float32 as FlexAttention does."""
+def float64_default(dtype: torch.dtype = torch.float64):
+    """Torch's default dtype set to float64 while float64 work runs: Python floats
+    meeting integer positions (`score - 0.1 * (q_idx - kv_idx)` in a mod,
+    `torch.log(q_idx + 1.0)` in a reference) become tensors of the default dtype,
+    float32 otherwise, whose rounding would read as a disagreement between a
+    float64 reference and float64 mods (spec.check evaluates both under it). A
+    kernel computes them in float32, as FlexAttention does. No-op for another
+    `dtype`."""
     if dtype != torch.float64:
         yield
         return
@@ -135,7 +138,7 @@ def apply_score_mod(mods: BoundMods, scores: torch.Tensor) -> torch.Tensor:
     if mods.score_mod is None:
         return scores
     bsz, h, sq, sk = scores.shape
-    with _default_dtype(scores.dtype):
+    with float64_default(scores.dtype):
         out = elementwise_score(mods.score_mod)(scores, *_indices(bsz, h, sq, sk, scores.device))
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"score_mod must return a tensor, got {type(out).__name__}")
