@@ -227,6 +227,10 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
     except StopRun as stop:
         result.stopped = str(stop)
         ctx.run_dir.log(f"stopped: {stop}")
+    except Exception as exc:  # a failed stage: its report says which and why, then it raises
+        result.stages = dict(ctx.run_dir.stages)
+        _write_report(ctx, result, failed=f"{type(exc).__name__}: {exc}")
+        raise
     result.stages = dict(ctx.run_dir.stages)
     _write_report(ctx, result)
     return result
@@ -404,7 +408,7 @@ def _bench(ctx: _Run, variant: CompiledVariant) -> None:
     run_dir.run_stage("bench", key, body)
 
 
-def _write_report(ctx: _Run, result: RunResult) -> None:
+def _write_report(ctx: _Run, result: RunResult, failed: str = "") -> None:
     spec, run_dir = ctx.spec, ctx.run_dir
     lines = [f"# cubridge run: {spec.name}", "", spec.description, "",
              f"Kernel: {ctx.selection}", ""]
@@ -413,6 +417,10 @@ def _write_report(ctx: _Run, result: RunResult) -> None:
         lines.append(f"| {rec.name} | {rec.summary} | {rec.seconds:.1f} |")
     if result.stopped:
         lines += ["", f"Stopped: {result.stopped}"]
+    if failed:
+        lines += ["", f"Failed: {failed}", "",
+                  "The artifacts of the stages above are kept; fix the cause and run again "
+                  "(finished stages are reused)."]
     bench = run_dir.stages.get("bench")
     if bench is not None:
         lines += ["", "## Benchmark (TFLOP/s on allowed pairs)", "", bench.data.get("table", ""),

@@ -1,6 +1,7 @@
 """`cubridge run` on a machine without a GPU: every stage up to compilation,
 the stop message, the artifacts, and the cache on a second run."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -103,6 +104,26 @@ def test_a_spec_without_name_keeps_its_name_in_the_run_directory(tmp_path, monke
     assert "nvcc not found" in result.stopped
     loaded = variant.load_variant(out)
     assert loaded.spec.name == "my_causal" == json.loads((out / "lower.json").read_text())["spec"]
+
+
+def test_a_failed_stage_leaves_a_report_saying_which_and_why(tmp_path, monkeypatch):
+    from cubridge.pipeline import run as run_module
+    real = run_module.verify
+
+    def failing(spec, fn, **kw):  # the target CuIR's verification finds a wrong output
+        report = real(spec, fn, **{**kw, "shapes": kw["shapes"][:1], "dtypes": kw["dtypes"][:1]})
+        report.cases = [dataclasses.replace(c, verdict="fail", reason="out differs")
+                        for c in report.cases]
+        return report
+
+    monkeypatch.setattr(run_module, "verify", failing)
+    out = tmp_path / "run"
+    with pytest.raises(run_module.VerificationFailed):
+        run(SPECS / "causal.py", RunOptions(out=out, log=lambda _: None))
+    report = (out / "report.md").read_text()
+    assert "| transfer |" in report  # the stages that finished, then what failed
+    assert "Failed: VerificationFailed: target CuIR fails the spec" in report
+    assert (out / "target_cuir.py").is_file()  # nothing already produced is lost
 
 
 @pytest.mark.slow  # verify-ir at the long case, in every dtype: ~10 s
