@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import textwrap
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,30 @@ def location_of(fn: Callable[..., object] | None, fallback: str | None = None) -
         except (TypeError, OSError):
             return fallback
     return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def return_location(fn: Callable[..., object], fallback: str | None) -> str | None:
+    """file:line of `fn`'s return statement where it has one (what it returned is
+    blamed there), else `fallback`."""
+    try:
+        lines, start = inspect.getsourcelines(fn)  # type: ignore[arg-type]
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        path = inspect.getsourcefile(fn)  # type: ignore[arg-type]
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return fallback
+    top = tree.body[0] if tree.body else None
+    if not isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef) or path is None:
+        return fallback
+    returns: list[int] = []
+    todo: list[ast.AST] = list(top.body)
+    while todo:  # (returns of nested functions are theirs, not fn's)
+        node = todo.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node.lineno)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+                          | ast.ClassDef):
+            todo.extend(ast.iter_child_nodes(node))
+    return f"{path}:{start + returns[0] - 1}" if len(returns) == 1 else fallback
 
 
 def top_level_lines(tree: ast.Module) -> dict[str, int]:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from cubridge.spec.errors import SpecError, describe_exception, location_in_traceback, location_of
+from cubridge.spec.errors import (
+    SpecError,
+    describe_exception,
+    location_in_traceback,
+    location_of,
+    return_location,
+)
 from cubridge.spec.inputs import Inputs
 from cubridge.spec.model import Spec
 
@@ -26,6 +32,7 @@ def call_reference(
         loc = location_in_traceback(exc, spec.path) if spec.path else where
         raise SpecError(f"reference raised on {at}: {describe_exception(exc)}", loc) from exc
 
+    where = return_location(spec.reference, where)  # (what it returned is blamed there)
     lse = None
     if isinstance(result, tuple | list):
         if len(result) != 2:

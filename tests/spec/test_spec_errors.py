@@ -55,21 +55,21 @@ CASES = [
     ("wrong_output_shape", '''
         def reference(q, k, v):
             return q[:, :, :, :8]
-        ''', "out of shape", "def reference"),
+        ''', "out of shape", "return q[:, :, :, :8]"),
     ("wrong_output_dtype", '''
         def reference(q, k, v):
             q_idx, kv_idx = positions(q, k)
             k, v = expand_kv(q, k, v)
             out, lse = softmax_attention(scaled_scores(q, k), q_idx >= kv_idx, v)
             return out.float(), lse
-        ''', "out in float32 for float64 inputs", "def reference"),
+        ''', "out in float32 for float64 inputs", "return out.float(), lse"),
     ("nan_output", '''
         def reference(q, k, v):
             q_idx, kv_idx = positions(q, k)
             k, v = expand_kv(q, k, v)
             p = torch.softmax(scaled_scores(q, k).masked_fill(q_idx < kv_idx + 4, -torch.inf), -1)
             return p @ v
-        ''', "NaN", "def reference"),
+        ''', "NaN", "return p @ v"),
     ("unknown_dtype", GOOD_REFERENCE + 'DTYPES = ["bf16", "bf17"]\n', "unknown dtype 'bf17'",
      "DTYPES ="),
     ("aux_wrong_shape", '''
@@ -121,7 +121,7 @@ CASES = [
     ("unknown_normalizer", GOOD_REFERENCE + 'NORMALIZER = "softplus"\n', "NORMALIZER = 'softplus'",
      "NORMALIZER ="),
     ("elementwise_returns_lse", GOOD_REFERENCE + 'NORMALIZER = "relu"\n',
-     "an elementwise normaliser has no LSE", "def reference"),
+     "an elementwise normaliser has no LSE", "return softmax_attention("),
     ("bad_configs", GOOD_REFERENCE + "CONFIGS = [(32, 32, 128)]\n", "HeadConfig",
      "CONFIGS = [(32"),
     ("mod_reads_unknown_aux", GOOD_REFERENCE + dedent('''
