@@ -26,7 +26,7 @@ def test_spec_check_reports_a_bad_spec_with_its_location(tmp_path, capsys):
     bad.write_text("def reference(q, k, v):\n    return q.sum()\n")
     assert main(["spec", "check", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"spec error: {bad}:1: reference returned out of shape ()")
+    assert err.startswith(f"spec error: {bad}:2: reference returned out of shape ()")
 
 
 @pytest.mark.slow
