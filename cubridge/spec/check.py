@@ -15,7 +15,7 @@ from cubridge.spec.errors import (
     location_in_traceback,
     location_of,
 )
-from cubridge.spec.inputs import DISTRIBUTIONS, make_aux, make_inputs
+from cubridge.spec.inputs import DISTRIBUTIONS, Inputs, make_aux, make_inputs
 from cubridge.spec.lengths import MAX_LONG, covered_constant, long_check_shapes
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import float64_default, mods_attention
@@ -190,6 +190,29 @@ def check_mods(spec: Spec, shapes: list[Shape], seed: int = 0,
     return worst
 
 
+# What torch says when a computation mixes devices.
+_DEVICE_MIX = ("is not on the expected device", "Expected all tensors to be on the same device")
+
+
+def check_reference_device(spec: Spec, inputs: Inputs) -> None:
+    """The reference computes on the device of its inputs: called once on "meta"
+    tensors (no data, no arithmetic), a tensor it makes on the CPU
+    (`torch.arange(q.shape[1])`) meets them and torch says so, which on this
+    CPU-only check would otherwise show only in the GPU verification. Other
+    failures on meta (`.item()`, data-dependent shapes) say nothing here."""
+    meta = torch.device("meta")
+    try:
+        spec.reference(inputs.q.to(meta), inputs.k.to(meta), inputs.v.to(meta),
+                       **{n: t.to(meta) for n, t in inputs.aux.items()})
+    except Exception as exc:  # noqa: BLE001 - only a device mix is the spec's error
+        if any(m in str(exc) for m in _DEVICE_MIX):
+            loc = location_in_traceback(exc, spec.path) if spec.path else location_of(
+                spec.reference)
+            raise SpecError("the reference makes a tensor on the CPU and combines it with its "
+                            "inputs, so it fails on a GPU (" + describe_exception(exc) + "); "
+                            "create it on the inputs' device (device=q.device)", loc) from exc
+
+
 def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
     """Everything short of verifying a kernel: the reference on small shapes
     and the verifier's largest ones (float64) and on a small shape in each
@@ -217,6 +240,8 @@ def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
                                 "calls with the same generator state; draw randomness only "
                                 "from the generator", location_of(spec.make_aux))
     small = check_shapes(spec.configs)
+    check_reference_device(spec, make_inputs(spec, small[0], torch.float64, "normal",
+                                             torch.Generator().manual_seed(seed)))
     for dtype in spec.dtypes:
         for dist in DISTRIBUTIONS:
             inputs = make_inputs(spec, small[1], dtype, dist, torch.Generator().manual_seed(seed))

@@ -70,6 +70,14 @@ CASES = [
             p = torch.softmax(scaled_scores(q, k).masked_fill(q_idx < kv_idx + 4, -torch.inf), -1)
             return p @ v
         ''', "NaN", "return p @ v"),
+    ("reference_makes_a_cpu_tensor", '''
+        def reference(q, k, v):
+            q_idx, kv_idx = positions(q, k)
+            odd = (torch.arange(q.shape[1]) % 2 == 1)[:, None, None]
+            k, v = expand_kv(q, k, v)
+            return softmax_attention(scaled_scores(q, k), (q_idx >= kv_idx) & ~odd, v)
+        ''', "makes a tensor on the CPU and combines it with its inputs",
+     "return softmax_attention(scaled_scores(q, k), (q_idx >= kv_idx) & ~odd, v)"),
     ("unknown_dtype", GOOD_REFERENCE + 'DTYPES = ["bf16", "bf17"]\n', "unknown dtype 'bf17'",
      "DTYPES ="),
     ("aux_wrong_shape", '''
@@ -222,3 +230,16 @@ def test_a_name_from_the_file_name_never_fails(tmp_path, stem, name):
     path.write_text(HEADER + GOOD_REFERENCE + 'NAME = "my-spec"\n')
     with pytest.raises(SpecError, match="NAME = 'my-spec'"):
         load(path)
+
+
+def test_a_reference_that_meta_tensors_cannot_run_is_not_blamed_for_devices(tmp_path):
+    # (the device probe runs the reference on "meta": data-dependent work raises there
+    # for reasons of meta's own, which say nothing about the spec)
+    path = write(tmp_path, '''
+        def reference(q, k, v):
+            q_idx, kv_idx = positions(q, k)
+            shift = int((q.abs().sum() > -1).item())  # 1, read from the data
+            k, v = expand_kv(q, k, v)
+            return softmax_attention(scaled_scores(q, k), q_idx + shift > kv_idx, v)
+        ''')
+    check_spec(load(path))
