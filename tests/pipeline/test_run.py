@@ -89,6 +89,7 @@ def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
     assert loaded.hooks.text == (out / "cubridge_hooks.cuh").read_text()
 
 
+@pytest.mark.slow  # the spec check and verify-ir: ~8 s
 def test_a_spec_without_name_keeps_its_name_in_the_run_directory(tmp_path, monkeypatch):
     """kernel.py loads the run's snapshot spec.py: a spec without NAME must keep the
     name of its own file there (the plan is checked against it)."""
