@@ -27,6 +27,7 @@ from cubridge.bench.probe import ProbeError, probe_allowed_pairs
 from cubridge.spec.errors import SpecError
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods
+from cubridge.transfer.score_masks import score_mask_mod
 
 
 @dataclass(frozen=True)
@@ -42,15 +43,9 @@ def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device 
     if mods.mask_mod is not None:
         return (count_allowed_pairs(mods.mask_mod, shape, device),
                 "pairs: the spec's mask_mod evaluated on every pair")
-    if mods.score_mod is not None and masks_in_score_mod(spec):
-        score_mod = mods.score_mod
-
-        def not_minus_inf(b, h, q, k):  # (at two scores: a kept part may be -inf at one)
-            zero = torch.zeros((), dtype=torch.float32, device=q.device)
-            return (~torch.isneginf(score_mod(zero, b, h, q, k))
-                    | ~torch.isneginf(score_mod(zero + 1, b, h, q, k)))
-
-        return (count_allowed_pairs(not_minus_inf, shape, device),
+    lifted = score_mask_mod(spec, mods.score_mod)
+    if lifted is not None:
+        return (count_allowed_pairs(lifted, shape, device),
                 "pairs: those score_mod does not set to -inf (no mask_mod; score_mod masks "
                 "with -inf on a condition of the positions)")
     if spec.mods_describe_reference:
@@ -63,21 +58,6 @@ def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device 
                 f"pairs: every pair, an upper bound (no mask_mod, and the reference could "
                 f"not be probed: {exc}; declare `flops` in the spec for an exact figure)")
     return probe.stats, f"pairs: {probe.counting}"
-
-
-def masks_in_score_mod(spec: Spec) -> bool:
-    """Whether score_mod sets scores to -inf on a condition of the positions (a
-    mask written in score_mod, which the hook plan lifts into the mask:
-    cubridge.transfer.score_masks): its pairs are counted without them."""
-    from cubridge.transfer.hooks import example_aux  # (the tracer: not at import)
-    from cubridge.transfer.score_masks import split_score_mask
-    from cubridge.transfer.trace import TraceError, trace_score_mod
-
-    try:
-        traced = trace_score_mod(spec.score_mod, example_aux(spec))
-    except TraceError:
-        return False
-    return split_score_mask(traced.node)[1] is not None
 
 
 def declared_flops(spec: Spec, shape: Shape, pairs: int) -> float:

@@ -14,7 +14,11 @@ read from an aux tensor, a bias of -1e9) stays in score_mod.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import torch
+
+from cubridge.spec.model import Spec
 from cubridge.transfer import expr
 from cubridge.transfer.expr import Node
 
@@ -67,3 +71,37 @@ def split_score_mask(score: Node) -> tuple[Node, Node | None]:
 def is_bare_score(n: Node) -> bool:
     """Whether `n` is the score itself (a score_mod with nothing left to do)."""
     return n.op == "var" and n.arg == expr.SCORE_VAR
+
+
+def masks_in_score_mod(spec: Spec) -> bool:
+    """Whether the spec's score_mod holds a mask: a condition split_score_mask
+    lifts (what the hook plan moves into the mask)."""
+    from cubridge.transfer.hooks import example_aux  # (hooks imports this module)
+    from cubridge.transfer.trace import TraceError, trace_score_mod
+
+    if spec.score_mod is None:
+        return False
+    try:
+        traced = trace_score_mod(spec.score_mod, example_aux(spec))
+    except TraceError:
+        return False
+    return split_score_mask(traced.node)[1] is not None
+
+
+def score_mask_mod(spec: Spec, score_mod: Callable[..., torch.Tensor] | None
+                   ) -> Callable[..., torch.Tensor] | None:
+    """The mask a spec writes in its score_mod as a FlexAttention mask_mod over
+    `score_mod` (the spec's, bound to its aux): the pairs it leaves finite, read at
+    scores 0 and 1 (a kept part may be -inf at one of them). None where the spec
+    masks nothing in score_mod. The bench counts these pairs, and FlexAttention
+    gets its BlockMask from it, as a user would write one."""
+    if score_mod is None or not masks_in_score_mod(spec):
+        return None
+
+    def not_minus_inf(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor,
+                      kv_idx: torch.Tensor) -> torch.Tensor:
+        zero = torch.zeros((), dtype=torch.float32, device=q_idx.device)
+        return (~torch.isneginf(score_mod(zero, b, h, q_idx, kv_idx))
+                | ~torch.isneginf(score_mod(zero + 1, b, h, q_idx, kv_idx)))
+
+    return not_minus_inf

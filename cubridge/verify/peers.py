@@ -18,9 +18,10 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
 - sdpa: torch SDPA, native is_causal for full/causal masks, else a dense bool
   mask or a dense additive bias; a score factor no key changes scales Q first
   (peer_forms.query_scaled; SDPA takes no other score_mod);
-- flex_triton / flex_flash: FlexAttention with a BlockMask from the mask_mod,
-  built once per shape, compiled (Triton, or the FLASH backend of
-  flash-attn-4); `flex_impl` runs it eager by default (works on CPU). Where
+- flex_triton / flex_flash: FlexAttention with a BlockMask from the mask_mod
+  (or from score_mod's -inf condition where the spec masks there), built once
+  per shape, compiled (Triton, or the FLASH backend of flash-attn-4);
+  `flex_impl` runs it eager by default (works on CPU). Where
   the first call fails as its users' would, the next step they take: Triton
   with smaller tiles (out of shared memory), FLASH with a BlockMask of the key
   block its error names (its D = 256 tile) or with the mods rewritten around
@@ -51,6 +52,7 @@ from cubridge.spec.grids import (
     is_additive,
 )
 from cubridge.spec.mods import BoundMods
+from cubridge.transfer.score_masks import score_mask_mod
 from cubridge.verify import flash_forms
 from cubridge.verify.candidate import impl_factory
 from cubridge.verify.error_text import error_summary
@@ -325,6 +327,12 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
                 raise Unsupported("Flex FLASH backend needs flash-attn-4 (flash_attn.cute)")
             options = {"BACKEND": "FLASH"}
         s, mods = problem.shape, problem.constant_mods()
+        # a mask written as -inf in score_mod: its BlockMask from that condition, as a
+        # user who knows FlexAttention's block sparsity writes it (transfer.score_masks)
+        lifted = None if mods.mask_mod is not None else score_mask_mod(problem.spec,
+                                                                        mods.score_mod)
+        if lifted is not None:
+            mods = BoundMods(mods.score_mod, lifted)
         tabled = problem.precomputed_score_mod is not None
         if tabled:
             mods = BoundMods(problem.precomputed_score_mod, mods.mask_mod)
@@ -345,7 +353,8 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
         flex = _flex_fn(compiled)
         q, k, v = problem.q, problem.k, problem.v
         kwargs = flex_kwargs(mods)
-        note = flex_note(problem, kwargs["block_mask"] is not None, mods, tabled)
+        note = flex_note(problem, kwargs["block_mask"] is not None, mods, tabled,
+                         from_score_mod=lifted is not None)
         if compiled and q.is_cuda:
             call = lambda **kw: flex(q, k, v, **kw)  # noqa: E731
             if backend == "TRITON":
@@ -433,14 +442,16 @@ def fit_flash_mods(call: Callable[..., object], kwargs: dict[str, object], note:
 
 
 def flex_note(problem: PeerProblem, block_mask: bool, mods: BoundMods,
-              distance_table: bool = False) -> str:
-    """How FlexAttention was given the variant: its BlockMask, the 0-d aux bound
-    as constants, the tensors its mods capture, a distance table."""
+              distance_table: bool = False, from_score_mod: bool = False) -> str:
+    """How FlexAttention was given the variant: its BlockMask (`from_score_mod`: of
+    score_mod's -inf condition), the 0-d aux bound as constants, the tensors its
+    mods capture, a distance table."""
     constants = bound_constants(problem.spec, problem.aux)
     # (a tabled score_mod's closure holds its tables, named by the note instead)
     score_tensors = [] if distance_table else captured_tensors(mods.score_mod)
     tensors = sorted(set(captured_tensors(mods.mask_mod) + score_tensors))
-    parts = ["BlockMask" if block_mask else "",
+    parts = ["BlockMask" + (" of score_mod's -inf condition" if from_score_mod else "")
+             if block_mask else "",
              ", ".join(f"{n}={v}" for n, v in constants.items()),
              "score term of (h, q - k) as a table" if distance_table else "",
              f"captures {', '.join(tensors)}" if tensors else ""]

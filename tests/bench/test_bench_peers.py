@@ -119,6 +119,19 @@ def test_flex_block_mask_and_score_mod_verify(specs, name):
     assert ok
 
 
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_takes_a_block_mask_of_a_mask_written_in_score_mod():
+    # (FlexAttention's own example form: its users give it the BlockMask too)
+    from bench_specs import make_spec
+
+    spec = make_spec("causal_in_score_mod", None,
+                     lambda s, b, h, q, k: torch.where(q >= k, s * 0.5, -float("inf")))
+    case = case_for(spec, 128)
+    assert case.stats.allowed_pairs < case.shape.b * case.shape.hq * 128 * 128  # the pairs left
+    ok, note = passes(lambda c: make_flex_preparer("TRITON", compiled=False)(c), case)
+    assert ok and note.startswith("BlockMask of score_mod's -inf condition")
+
+
 def test_flash_backed_peers_report_missing_flash_attn_4(specs):
     from cubridge.verify.peers import flash_attn_cute_available
 
