@@ -26,6 +26,7 @@ from cubridge.bench.work import count_work
 from cubridge.spec.inputs import make_qkv
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
+from cubridge.transfer.score_masks import score_mask_mod
 from cubridge.verify.error_text import error_summary
 
 STANDARD_CONFIGS = HEAD_CONFIGS
@@ -167,7 +168,9 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig,
     return Case(spec=spec, shape=shape, dtype=config.dtype, q=q, k=k, v=v, aux=aux, mods=mods,
                 scale=case_scale(spec, shape), config=cfg, stats=work.stats, flops=work.flops,
                 counting=work.counting,
-                precomputed_score_mod=distance_table_mods(spec, aux, shape, device))
+                precomputed_score_mod=distance_table_mods(spec, aux, shape, device),
+                score_mask_mod=None if mods.mask_mod is not None else score_mask_mod(
+                    spec, mods.score_mod))
 
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],

@@ -52,7 +52,6 @@ from cubridge.spec.grids import (
     is_additive,
 )
 from cubridge.spec.mods import BoundMods
-from cubridge.transfer.score_masks import score_mask_mod
 from cubridge.verify import flash_forms
 from cubridge.verify.candidate import impl_factory
 from cubridge.verify.error_text import error_summary
@@ -98,6 +97,9 @@ class PeerProblem:
     # the score_mod with the terms a peer's user precomputes per shape read from
     # tables (cubridge.bench.distance_mods); None: the spec's own
     precomputed_score_mod: Callable[..., torch.Tensor] | None = None
+    # the mask the spec writes as -inf in its score_mod, as a mask_mod (the bench
+    # fills it: cubridge.transfer.score_masks); None: none
+    score_mask_mod: Callable[..., torch.Tensor] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -329,8 +331,7 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
         s, mods = problem.shape, problem.constant_mods()
         # a mask written as -inf in score_mod: its BlockMask from that condition, as a
         # user who knows FlexAttention's block sparsity writes it (transfer.score_masks)
-        lifted = None if mods.mask_mod is not None else score_mask_mod(problem.spec,
-                                                                        mods.score_mod)
+        lifted = None if mods.mask_mod is not None else problem.score_mask_mod
         if lifted is not None:
             mods = BoundMods(mods.score_mod, lifted)
         tabled = problem.precomputed_score_mod is not None
