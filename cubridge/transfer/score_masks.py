@@ -31,9 +31,9 @@ _FLIPPED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "e
 
 
 def _negated(c: Node) -> Node:
-    """not c, a comparison flipped (`masked_fill(q < k, -inf)` keeps q >= k, a
-    form row intervals read)."""
-    if c.op in _FLIPPED:
+    """not c, a comparison of integers flipped (`masked_fill(q < k, -inf)` keeps
+    q >= k, a form row intervals read; floats keep `not`: NaN compares false)."""
+    if c.op in _FLIPPED and all(a.dtype == expr.DType.INT for a in c.args):
         return expr.apply(_FLIPPED[c.op], *c.args)
     return expr.apply("not", c)
 

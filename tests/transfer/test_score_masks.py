@@ -66,3 +66,17 @@ def test_the_lifted_condition_joins_the_mask_mod():
     assert repr(plan.mask.node) == "and[bool](lt[bool](sub[int](q, k), 50), ge[bool](q, k))"
     assert repr(plan.score.node) == "mul[float](score, 2.0)"
     check_trace(spec, plan, Shape(b=1, hq=2, hk=1, sq=61, sk=64, d=64))
+
+
+def test_check_trace_catches_a_lifted_mask_that_differs_from_the_score_mod():
+    import dataclasses
+
+    from cubridge.spec import SpecError
+    from cubridge.transfer.trace import trace_mask_mod
+
+    spec = make_spec("causal_in_score_mod", None,
+                     lambda s, b, h, q, k: torch.where(q >= k, s, -INF))
+    plan = plan_hooks(spec)
+    wrong = dataclasses.replace(plan, mask=trace_mask_mod(lambda b, h, q, k: q > k, {}))
+    with pytest.raises(SpecError, match="the traced score_mod differs"):
+        check_trace(spec, wrong, Shape(b=1, hq=2, hk=1, sq=61, sk=64, d=64))
