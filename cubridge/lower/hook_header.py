@@ -24,6 +24,7 @@ from cubridge.lower.cuda_render import (
     render_interval,
 )
 from cubridge.lower.key_runs import render_key_runs
+from cubridge.lower.mask_cases import render_mask_cases
 from cubridge.lower.mask_tables import TABLE_DTYPE, MaskTable, mask_table
 from cubridge.lower.narrowed_indices import (
     NARROW_DTYPE,
@@ -420,6 +421,7 @@ def generate_header(plan: HookPlan, pair_codes: bool = True,
     parts.append(_function("mask_mod", body))
     parts += render_mask_pair_hooks(mask, slot_of, dtypes)
     parts += render_staged_hooks(mask, slot_of, dtypes)
+    parts += render_mask_cases(mask, slot_of, dtypes)
     parts.append(render_row_interval(mask, slot_of, dtypes))
     parts.append(render_key_runs(mask, slot_of, dtypes))
     activation = {"softmax": "s;  // unused: softmax normaliser",

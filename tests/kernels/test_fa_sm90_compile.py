@@ -366,3 +366,27 @@ def test_the_mla_pair_builds_clean_and_heavy_variants_fit_it():
         res = compiled.resources_of(fa_sm90.entry)
         assert res.spill_bytes <= SPILL_BUDGET_BYTES, f"{name}: {res}"
         assert not PTXAS_NOTES.findall(compiled.log), f"{name}: {PTXAS_NOTES.findall(compiled.log)}"
+
+
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_patterns_chosen_per_head_build_one_mask_loop_a_case_without_spills():
+    """Strided heads beside local ones (`where(h % 2 == 1, (q - k) % 64 == 0, q - k <
+    96) | (h < 2) & (k < 8)`): evaluated per score, the head's choice spilled 108-160 B
+    (both sides computed and selected, 64 scores a thread); with mask cases
+    (lower/mask_cases.py) the consumers branch once a block into one of four
+    straight-line mask loops and it builds without spills, the wgmma pipeline clean."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transfer"))
+    from hook_variants import VARIANTS
+
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.transfer.hooks import plan_hooks
+
+    header = generate_header(plan_hooks(VARIANTS["strided_heads"])).text
+    assert "constexpr int kMaskCases = 4;" in header
+    compiled = fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header)
+    res = compiled.resources_of(fa_sm90.entry)
+    assert res.spill_bytes == 0 and res.stack_frame_bytes == 0, res
+    assert not PTXAS_NOTES.findall(compiled.log), PTXAS_NOTES.findall(compiled.log)

@@ -134,6 +134,10 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
   s += kRunIntervals > 0 && key_value_mask(0, 0, q, cubridge::Staged{{row_vals, 1}},
                                            cubridge::Staged{{key_vals, 1}}, aux)
            ? static_cast<float>(run_interval(0, 0, 0, q, aux).hi) : 0.0f;
+  s += kMaskCases > 1 && mask_mod_case<1>(0, 0, q, k, aux) &&
+       mask_mod_staged_case<1>(0, 0, q, k, cubridge::Staged{{row_vals, 1}},
+                               cubridge::Staged{{key_vals, 1}}, aux)
+           ? static_cast<float>(mask_case(0, 0, aux)) : 0.0f;
   out[q * 64 + k] = s;
 }}"""]
     workdir.mkdir(parents=True, exist_ok=True)

@@ -118,6 +118,13 @@ def window_per_head(b, h, q, k):
     return (q >= k) & torch.where(h % 2 == 1, q - k < 512, q - k < 128)
 
 
+def strided_heads(b, h, q, k):
+    # Sparse Transformer's strided and local heads plus global keys on the first two:
+    # choices on the head alone around per-key patterns (mask cases,
+    # lower/mask_cases.py: four copies of the mask loop, two of them never taken)
+    return (q >= k) & torch.where(h % 2 == 1, (q - k) % 64 == 0, q - k < 96) | (h < 2) & (k < 8)
+
+
 def causal_in_score_mod(score, b, h, q, k, *, slope):
     # FlexAttention's own example form: the mask written as -inf in score_mod (the
     # plan lifts the condition into the mask, transfer/score_masks.py)
@@ -278,6 +285,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("kitchen_sink", floor_mod_mask, kitchen_sink_score),
         make_spec("dilated_window", dilated_window),
         make_spec("window_per_head", window_per_head),
+        make_spec("strided_heads", strided_heads),
         make_spec("causal_in_score_mod", None, causal_in_score_mod),
         make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),

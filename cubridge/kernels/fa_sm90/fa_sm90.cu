@@ -1177,6 +1177,54 @@ __device__ __forceinline__ bool mask_mod_paired(int, int, int, int, uint32_t, co
   return true;
 }
 #endif
+// Mask cases (docs/hooks.md): a mask that chooses by the batch and head alone, such as
+// strided heads beside local ones (`h % 2 == 1 ? (q - k) % 128 == 0 : q - k < 128`),
+// is branched on once a block (mask_case) and each branch's mask loop evaluates that
+// case's mask, in which the choice is a constant. Evaluated per score, the choice
+// computed both sides and spilled 108-160 B. Not where a row's bits are intervals or
+// key runs, or the mask pair read is staged: those do not call mask_mod per score.
+// (CUBRIDGE_MASK_CASES=0 turns it off: A/B.)
+#ifndef CUBRIDGE_MASK_CASES
+#define CUBRIDGE_MASK_CASES 1
+#endif
+template <int C>
+struct MaskCase {
+  static constexpr int value = C;
+};
+#if defined(CUBRIDGE_HOOKS_MASK_CASES) && CUBRIDGE_MASK_CASES
+constexpr int kMaskCases = kRowIntervals == 0 && kRunIntervals == 0 ? hooks::kMaskCases : 1;
+__device__ __forceinline__ int mask_case(int b, int h, const AuxArgs& aux) {
+  return hooks::mask_case(b, h, aux);
+}
+template <int C>
+__device__ __forceinline__ bool mask_mod_in_case(int b, int h, int q, int k, Staged rows,
+                                                 Staged keys, const AuxArgs& aux) {
+  if constexpr (kStagedMask) return hooks::mask_mod_staged_case<C>(b, h, q, k, rows, keys, aux);
+  return hooks::mask_mod_case<C>(b, h, q, k, aux);
+}
+#else
+constexpr int kMaskCases = 1;
+__device__ __forceinline__ int mask_case(int, int, const AuxArgs&) { return 0; }
+template <int C>
+__device__ __forceinline__ bool mask_mod_in_case(int b, int h, int q, int k, Staged rows,
+                                                 Staged keys, const AuxArgs& aux) {
+  return mask_mod_staged(b, h, q, k, rows, keys, aux);
+}
+#endif
+// f(MaskCase<c>{}) for the runtime case c (one branch a block; kCases straight-line copies).
+template <int kCases, int C = 0, class F>
+__device__ __forceinline__ void with_mask_case(int c, F&& f) {
+  if constexpr (C + 1 < kCases) {
+    if (c == C) {
+      f(MaskCase<C>{});
+    } else {
+      with_mask_case<kCases, C + 1>(c, f);
+    }
+  } else {
+    f(MaskCase<C>{});
+  }
+}
+
 // (any staging in O's rows: the steady blocks wait once a tile for O's store to read them)
 constexpr bool kStagesInO = (kPairStaged && kPairInO) || kMaskPairStaged;
 static_assert(!kStagesInO || OTile::kBytes >= kBlockM * 128 * (kPairStaged ? 2 : 1),
@@ -1225,8 +1273,8 @@ __device__ __forceinline__ KeyRuns key_runs(const uint32_t* keys) {
 }
 
 // kMaskStaged: the block's mask pair read was staged (stage_mask_rows); mask_row0 is
-// the shared address of the thread's first row there.
-template <bool kTail, bool kMaskStaged = false>
+// the shared address of the thread's first row there. kCase >= 0: the block's mask case.
+template <bool kTail, bool kMaskStaged = false, int kCase = -1>
 __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, int b, int h,
                                           int q_base, int k_base, const FragmentPos& pos,
                                           bool all_masked, const RowStaged& rows,
@@ -1315,6 +1363,11 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
           if constexpr (kMaskStaged) {
             allowed = allowed & mask_mod_paired(b, h, qc[half], kc,
                                                 (staged[half] >> (8 * e)) & 0xffu, p.aux);
+          } else if constexpr (kCase >= 0) {
+            allowed = allowed & mask_mod_in_case<kCase>(b, h, qc[half], kc,
+                                                        Staged{&rows.v[half][0], 1},
+                                                        Staged{keys + (kc - k_base), kBlockN},
+                                                        p.aux);
           } else if constexpr (kStagedMask) {
             allowed = allowed & mask_mod_staged(b, h, qc[half], kc,
                                                 Staged{&rows.v[half][0], 1},
@@ -1863,8 +1916,15 @@ __device__ __forceinline__ void block_mask(MaskBits& bits, const FwdParams& p,
     // (the thread's first row in O's staging rows, unswizzled: mask_bits swizzles; its
     // row + 8 is 1024 B on, in the same 16 rows)
     const uint32_t row0 = kStaged ? pair_row_addr<true>(sh.o.base(), consumer, at.row0) : 0u;
-    mask_bits<kTail, kStaged>(bits, p, tile.b, tile.h, q_base, n * kBlockN, at, all_masked,
-                              rows, keys, row0);
+    if constexpr (kMaskCases > 1 && !kStaged) {
+      with_mask_case<kMaskCases>(mask_case(tile.b, tile.h, p.aux), [&](auto kase) {
+        mask_bits<kTail, false, decltype(kase)::value>(bits, p, tile.b, tile.h, q_base,
+                                                      n * kBlockN, at, all_masked, rows, keys);
+      });
+    } else {
+      mask_bits<kTail, kStaged>(bits, p, tile.b, tile.h, q_base, n * kBlockN, at, all_masked,
+                                rows, keys, row0);
+    }
     fence_operands(bits);  // computed here, not sunk to where the bits are used
   }
 }

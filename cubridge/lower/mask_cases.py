@@ -1,0 +1,113 @@
+"""Mask cases: the choices of a mask_mod that depend on the batch and head alone.
+
+Sparse Transformer's strided heads (`torch.where(h % 2 == 1, (q - k) % 128 == 0,
+q - k < 128)`) or a local and a global pattern per head choose between masks by a
+condition on (b, h). Evaluated per score, the choice computes both sides and selects
+one; in fa_sm90's mask loop (64 scores a thread, unrolled) that spilled 108-160 B.
+The condition is the same for a whole tile, so a kernel may branch once a block on
+`mask_case(b, h)` and evaluate the case's mask, in which each condition is a constant
+and only its own side remains (mask_mod_case<C>, docs/hooks.md).
+
+Such conditions ("case atoms") are the mask's largest boolean subexpressions that
+read no query or key index, bar constants. Each doubles the code of a kernel's mask
+loop, so past MAX_CASE_ATOMS a mask keeps its per-score choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from cubridge.lower.cuda_render import render_body
+from cubridge.lower.staged_reads import staged_reads, staged_spellings
+from cubridge.transfer.expr import DType, Node, apply, const, free_vars, substitute
+from cubridge.transfer.simplify import simplify
+
+# Up to 2 ** MAX_CASE_ATOMS copies of the mask loop.
+MAX_CASE_ATOMS = 2
+UNIFORM_VARS = frozenset({"b", "h"})
+
+
+def case_atoms(mask: Node) -> tuple[Node, ...]:
+    """The conditions on (b, h) alone inside a mask that reads q or k, in first-seen
+    order; () where there are none or more than MAX_CASE_ATOMS."""
+    if not free_vars(mask) - UNIFORM_VARS:
+        return ()
+    atoms: list[Node] = []
+    seen: set[Node] = set()
+
+    def visit(n: Node) -> None:
+        if n in seen:
+            return
+        seen.add(n)
+        if not free_vars(n) - UNIFORM_VARS:
+            if n.dtype == DType.BOOL and n.op != "const" and n not in atoms:
+                atoms.append(n)
+            return  # (a uniform value of another type is hoisted by the compiler)
+        for a in n.args:
+            visit(a)
+
+    visit(mask)
+    return tuple(atoms) if len(atoms) <= MAX_CASE_ATOMS else ()
+
+
+def case_masks(mask: Node, atoms: tuple[Node, ...]) -> tuple[Node, ...]:
+    """The mask of each case: case c sets atom i to bit i of c."""
+    return tuple(
+        simplify(substitute(mask, {a: const(bool(c >> i & 1)) for i, a in enumerate(atoms)}))
+        for c in range(1 << len(atoms)))
+
+
+def render_mask_cases(mask: Node | None, slots: Mapping[str, int],
+                      aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
+    """CUBRIDGE_HOOKS_MASK_CASES: kMaskCases, mask_case and the case masks in the
+    plain and the staged form (mask_mod_case, mask_mod_staged_case)."""
+    atoms = case_atoms(mask) if mask is not None else ()
+    masks = case_masks(mask, atoms) if mask is not None and atoms else ()
+    if atoms:
+        index = None
+        for i, a in enumerate(atoms):
+            bit = apply("where", a, const(1 << i), const(0))
+            index = bit if index is None else apply("bitor", index, bit)
+        case_body = render_body(index, slots, aux_dtypes)  # type: ignore[arg-type]
+    else:
+        case_body = ["  return 0;"]
+    staged = staged_spellings(staged_reads(mask)) if mask is not None else {}
+
+    def cases(bound: Mapping[Node, str], fallback: str) -> list[str]:
+        out: list[str] = []
+        for c, m in enumerate(masks):
+            out.append(f"  {'if' if c == 0 else '} else if'} constexpr (C == {c}) {{")
+            out += ["  " + line for line in render_body(m, slots, aux_dtypes, pre_bound=bound)]
+        out += ["  } else {" if masks else "  {", f"    return {fallback};", "  }"]
+        return out
+
+    return [
+        "// The mask's choices on the batch and head alone, such as a pattern per head",
+        "// parity: case C sets choice i to bit i of C. A kernel may branch once a block",
+        "// on mask_case and evaluate mask_mod_case<C>, where each choice is a constant",
+        "// (kMaskCases 1: no such choice; docs/hooks.md).",
+        "#define CUBRIDGE_HOOKS_MASK_CASES 1  // (kMaskCases, mask_case, mask_mod_case, "
+        "mask_mod_staged_case)",
+        f"constexpr int kMaskCases = {len(masks) or 1};",
+        "CUBRIDGE_HD int mask_case(int b, int h, const AuxArgs& aux) {",
+        "  (void)b; (void)h; (void)aux;",
+        *case_body,
+        "}",
+        "",
+        "template <int C>",
+        "CUBRIDGE_HD bool mask_mod_case(int b, int h, int q, int k, const AuxArgs& aux) {",
+        "  (void)b; (void)h; (void)q; (void)k; (void)aux;",
+        *cases({}, "mask_mod(b, h, q, k, aux)"),
+        "}",
+        "",
+        "template <int C>",
+        "CUBRIDGE_HD bool mask_mod_staged_case(int b, int h, int q, int k, "
+        "cubridge::Staged row_vals,",
+        "                                      cubridge::Staged key_vals, const AuxArgs& aux) {",
+        "  (void)b; (void)h; (void)q; (void)k; (void)row_vals; (void)key_vals; (void)aux;",
+        *cases(staged, "mask_mod_staged(b, h, q, k, row_vals, key_vals, aux)"),
+        "}",
+        "",
+    ]
