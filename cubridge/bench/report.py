@@ -250,17 +250,19 @@ def markdown_table(results: Sequence[CaseResult]) -> str:
     for r in results:
         by_name = {i.impl: i for i in r.impls}
         lengths = f"{r.seq_len}x{r.seq_len_k}" if r.seq_len_k else str(r.seq_len)
-        row = [r.variant, r.config, lengths, str(r.batch), f"{r.density:.3f}"]
+        config = r.config if r.dtype == "bf16" else f"{r.config} ({r.dtype})"
+        row = [r.variant, config, lengths, str(r.batch), f"{r.density:.3f}"]
         lines.append("| " + " | ".join(row + [_cell(by_name.get(n)) for n in names]) + " |")
     return "\n".join(lines)
 
 
 def render_markdown(meta: dict, results: Sequence[CaseResult]) -> str:
     parts = ["# cubridge bench", "", *meta_lines(meta), "",
-             "TFLOP/s = 4 * allowed (q, k) pairs * Hq * D / time (docs/benchmark.md), bf16 unless "
-             "stated. `-`: the implementation cannot express the variant or is not installed; "
-             "FAIL: wrong output (not timed); OOM / ERR: it ran out of memory / raised; "
-             "n/v: no reference to verify against.", "", markdown_table(results), ""]
+             "TFLOP/s = 4 * allowed (q, k) pairs * Hq * D / time (docs/benchmark.md), bf16 "
+             "unless the config says otherwise. `-`: the implementation cannot express the "
+             "variant or is not installed; FAIL: wrong output (not timed); OOM / ERR: it ran "
+             "out of memory / raised; n/v: no reference to verify against.", "",
+             markdown_table(results), ""]
     reasons: dict[str, list[str]] = {}
     for r in results:
         for i in r.impls:

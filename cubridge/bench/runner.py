@@ -79,9 +79,14 @@ class CaseResult:
     impls: list[ImplResult] = field(default_factory=list)
     counting: str = ""  # how allowed_pairs and flops were obtained (cubridge.bench.work)
     seq_len_k: int | None = None  # keys, where they differ from seq_len (queries)
+    dtype: str = "bf16"  # of q, k, v (a spec that lists only fp16 is timed in fp16)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def dtype_label(dtype: torch.dtype) -> str:
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))
 
 
 def head_config(spec: Spec, name: str) -> HeadConfig:
@@ -180,7 +185,8 @@ def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],
     s, st = case.shape, case.stats
     result = CaseResult(spec.name, cfg.name, s.sq, s.b, s.hq, s.hk, s.d, st.allowed_pairs,
                         st.density, st.structure, case.flops, reference="",
-                        counting=case.counting, seq_len_k=s.sk if s.sk != s.sq else None)
+                        counting=case.counting, seq_len_k=s.sk if s.sk != s.sq else None,
+                        dtype=dtype_label(config.dtype))
     try:
         agree, why = mods_agree_with_reference(spec, s, case.device, seed=config.seed)
     except Exception as exc:  # noqa: BLE001 - fall back to the spec's reference
@@ -270,5 +276,5 @@ def failed_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl]
     batch = config.tokens // seq_len if seq_len else 0
     return CaseResult(spec.name, cfg.name, seq_len, batch, cfg.hq, cfg.hk, cfg.d, 0, 0.0,
                       "unknown", 0.0, reference=f"case failed: {error_summary(exc)}",
-                      counting="not counted: the case failed",
+                      counting="not counted: the case failed", dtype=dtype_label(config.dtype),
                       impls=[ImplResult(i.name, SKIPPED, reason="case failed") for i in impls])

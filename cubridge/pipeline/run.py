@@ -377,6 +377,12 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
                                                  variant.fingerprint()), body)
 
 
+def bench_dtype(spec: Spec) -> torch.dtype:
+    """The dtype a run benchmarks in: bf16, the benchmark's, where the spec lists it;
+    else the spec's first (its kernel has builds for its DTYPES only)."""
+    return torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]
+
+
 def _bench(ctx: _Run, variant: CompiledVariant) -> None:
     run_dir, opts, spec = ctx.run_dir, ctx.opts, ctx.spec
     configs = list(opts.bench_configs or [c.name for c in spec.configs])
@@ -390,7 +396,8 @@ def _bench(ctx: _Run, variant: CompiledVariant) -> None:
         meta = collect_metadata(shlex.join(sys.argv), "cuda", timing,
                                 {"impls": {i.name: i.source for i in impls}})
         results = run_bench([spec], impls, BenchConfig(
-            seq_lens=list(opts.bench_seq_lens), configs=configs, device="cuda"),
+            seq_lens=list(opts.bench_seq_lens), configs=configs, device="cuda",
+            dtype=bench_dtype(spec)),
             timer, progress=run_dir.log)
         paths = write_reports(run_dir.file("bench"), meta, results)
         rec.artifacts += [str(Path(p).relative_to(run_dir.path)) for p in paths.values()]

@@ -319,3 +319,27 @@ def test_the_cli_merges_repeats_by_median_and_says_so(tmp_path):
     assert [i.time_ms for i in merged[0].impls] == [1.2]
     assert "median of its runs" in meta["timing"]
     assert main(["bench", "--median", "--out-dir", str(tmp_path)]) == 2
+
+
+def test_a_spec_of_fp16_alone_is_benchmarked_in_fp16_and_its_rows_say_so(specs):
+    """`cubridge run` benchmarks in bf16 where the spec lists it, else in the spec's
+    first dtype (its kernel has builds of its DTYPES only: a spec of fp16 alone failed
+    in the benchmark with "no build for ... bfloat16"); the report's rows name a dtype
+    other than bf16 beside the config."""
+    import dataclasses
+
+    import torch
+
+    from cubridge.bench.report import markdown_table
+    from cubridge.pipeline.run import bench_dtype
+
+    causal = specs["causal"]
+    fp16_only = dataclasses.replace(causal, dtypes=[torch.float16])
+    assert bench_dtype(causal) == torch.bfloat16
+    assert bench_dtype(fp16_only) == torch.float16
+    results = run_bench([fp16_only], peer_impls(["sdpa"]),
+                        BenchConfig(seq_lens=(32,), configs=("tiny",), tokens=64, device="cpu",
+                                    dtype=torch.float16), wallclock_timer(1),
+                        progress=lambda _: None)
+    assert results[0].dtype == "fp16" and results[0].impls[0].status == OK
+    assert "| causal | tiny (fp16) | 32 |" in markdown_table(results)
