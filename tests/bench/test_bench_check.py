@@ -36,3 +36,18 @@ def test_trivial_nan_misshapen_and_wrong_dtype_outputs_fail():
     assert "shape" in check_output(ref[..., :8].to(torch.bfloat16), ref, v, TOL).reason
     assert "expected torch.bfloat16" in check_output(ref.float(), ref, v, TOL).reason
     assert not check_output((ref, None), ref, v, TOL).ok
+
+
+def test_a_failure_only_on_rows_with_no_allowed_key_says_so():
+    """SDPA given a boolean mask returns the mean of V on a query row with no allowed
+    key (varlen padding); the spec's reference sets such rows to 0. The check still
+    fails (the output is not the spec's) and its reason names those rows."""
+    v, ref = _case()
+    ref[0, 1, 5:] = 0.0  # three padded rows of head 1
+    out = ref.to(torch.bfloat16).clone()
+    out[0, 1, 5:] = v[0, 1].float().mean(dim=0).to(torch.bfloat16)
+    c = check_output(out, ref, v, TOL)
+    assert not c.ok and "only on the 3 query rows with no allowed key" in c.reason
+    out[0, 0, 2, 4] += 1.0  # a wrong allowed row too: no such note
+    c = check_output(out, ref, v, TOL)
+    assert not c.ok and "no allowed key" not in c.reason
