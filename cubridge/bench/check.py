@@ -53,9 +53,10 @@ def check_output(out: torch.Tensor, ref: torch.Tensor, v: torch.Tensor,
 def _only_empty_rows_differ(out: torch.Tensor, ref: torch.Tensor, v: torch.Tensor,
                             tol: Tolerance) -> int:
     """The number of query rows with no allowed key (the reference's rows of zeros),
-    where out passes with those rows set to the reference's; 0 otherwise. SDPA given
-    a boolean mask returns the mean of V on such rows (varlen padding), a difference a
-    report should name rather than call a wrong kernel."""
+    where out passes with those rows set to the reference's; 0 otherwise. What an
+    implementation returns on a row it may attend nowhere (varlen padding) is its own
+    convention (the mean of V, NaN, 0), a difference a report should name rather than
+    call a wrong kernel."""
     if out.shape != ref.shape or out.dim() < 2:
         return 0
     empty = (ref == 0).all(dim=-1, keepdim=True)

@@ -39,8 +39,8 @@ def test_trivial_nan_misshapen_and_wrong_dtype_outputs_fail():
 
 
 def test_a_failure_only_on_rows_with_no_allowed_key_says_so():
-    """SDPA given a boolean mask returns the mean of V on a query row with no allowed
-    key (varlen padding); the spec's reference sets such rows to 0. The check still
+    """An implementation that returns, say, the mean of V on a query row with no
+    allowed key (varlen padding), where the spec's reference has 0: the check still
     fails (the output is not the spec's) and its reason names those rows."""
     v, ref = _case()
     ref[0, 1, 5:] = 0.0  # three padded rows of head 1
