@@ -26,7 +26,6 @@ from cubridge.bench.work import count_work
 from cubridge.spec.inputs import make_qkv
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import bind_mods
-from cubridge.transfer.score_masks import score_mask_mod
 from cubridge.verify.error_text import error_summary
 
 STANDARD_CONFIGS = HEAD_CONFIGS
@@ -174,8 +173,7 @@ def build_case(spec: Spec, cfg: HeadConfig, seq_len: int, config: BenchConfig,
                 scale=case_scale(spec, shape), config=cfg, stats=work.stats, flops=work.flops,
                 counting=work.counting,
                 precomputed_score_mod=distance_table_mods(spec, aux, shape, device),
-                score_mask_mod=None if mods.mask_mod is not None else score_mask_mod(
-                    spec, mods.score_mod))
+                score_mask_mod=work.score_mask_mod)
 
 
 def run_case(spec: Spec, cfg: HeadConfig, seq_len: int, impls: Sequence[Impl],

@@ -17,6 +17,7 @@ Every report carries the `counting` sentence.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -35,15 +36,24 @@ class Work:
     stats: MaskStats
     flops: float
     counting: str  # how pairs and FLOPs were obtained
+    # the mask the spec writes as -inf in score_mod, as a mask_mod (None: none); the
+    # bench gives it to FlexAttention as a BlockMask (transfer.score_masks)
+    score_mask_mod: Callable[..., torch.Tensor] | None = None
 
 
 def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
                 seed: int = 0) -> tuple[MaskStats, str]:
     """The allowed pairs of `spec` at `shape` and the sentence saying how they were counted."""
+    lifted = None if mods.mask_mod is not None else score_mask_mod(spec, mods.score_mod)
+    return _count_pairs(spec, mods, shape, device, seed, lifted)
+
+
+def _count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
+                 seed: int, lifted: Callable[..., torch.Tensor] | None
+                 ) -> tuple[MaskStats, str]:
     if mods.mask_mod is not None:
         return (count_allowed_pairs(mods.mask_mod, shape, device),
                 "pairs: the spec's mask_mod evaluated on every pair")
-    lifted = score_mask_mod(spec, mods.score_mod)
     if lifted is not None:
         return (count_allowed_pairs(lifted, shape, device),
                 "pairs: those score_mod does not set to -inf (no mask_mod; score_mod masks "
@@ -78,8 +88,9 @@ def declared_flops(spec: Spec, shape: Shape, pairs: int) -> float:
 
 def count_work(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
                seed: int = 0) -> Work:
-    stats, counting = count_pairs(spec, mods, shape, device, seed)
+    lifted = None if mods.mask_mod is not None else score_mask_mod(spec, mods.score_mod)
+    stats, counting = _count_pairs(spec, mods, shape, device, seed, lifted)
     if spec.flops is None:
-        return Work(stats, stats.flops, f"{counting}; FLOPs: 4 * pairs * D")
+        return Work(stats, stats.flops, f"{counting}; FLOPs: 4 * pairs * D", lifted)
     return Work(stats, declared_flops(spec, shape, stats.allowed_pairs),
-                f"{counting}; FLOPs: the spec's flops(shape, allowed_pairs)")
+                f"{counting}; FLOPs: the spec's flops(shape, allowed_pairs)", lifted)

@@ -3,7 +3,7 @@
 Sparse Transformer's strided heads (`torch.where(h % 2 == 1, (q - k) % 128 == 0,
 q - k < 128)`) or a local and a global pattern per head choose between masks by a
 condition on (b, h). Evaluated per score, the choice computes both sides and selects
-one; in fa_sm90's mask loop (64 scores a thread, unrolled) that spilled 108-160 B.
+one; in fa_sm90's mask loop (64 scores a thread, unrolled) that spilled 108-116 B.
 The condition is the same for a whole tile, so a kernel may branch once a block on
 `mask_case(b, h)` and evaluate the case's mask, in which each condition is a constant
 and only its own side remains (mask_mod_case<C>, docs/hooks.md).

@@ -372,8 +372,9 @@ def test_the_mla_pair_builds_clean_and_heavy_variants_fit_it():
 @pytest.mark.nvcc
 def test_patterns_chosen_per_head_build_one_mask_loop_a_case_without_spills():
     """Strided heads beside local ones (`where(h % 2 == 1, (q - k) % 64 == 0, q - k <
-    96) | (h < 2) & (k < 8)`): evaluated per score, the head's choice spilled 108-160 B
-    (both sides computed and selected, 64 scores a thread); with mask cases
+    96) | (h < 2) & (k < 8)`): evaluated per score, a choice on the head computes both
+    sides and selects, 64 scores a thread (strided_sparse spilled 108 B so,
+    bench/results/h100-user-specs-peers-8fa2c6b/compile-only.txt); with mask cases
     (lower/mask_cases.py) the consumers branch once a block into one of four
     straight-line mask loops and it builds without spills, the wgmma pipeline clean."""
     import sys

@@ -1181,7 +1181,7 @@ __device__ __forceinline__ bool mask_mod_paired(int, int, int, int, uint32_t, co
 // strided heads beside local ones (`h % 2 == 1 ? (q - k) % 128 == 0 : q - k < 128`),
 // is branched on once a block (mask_case) and each branch's mask loop evaluates that
 // case's mask, in which the choice is a constant. Evaluated per score, the choice
-// computed both sides and spilled 108-160 B. Not where a row's bits are intervals or
+// computed both sides and spilled 108-116 B. Not where a row's bits are intervals or
 // key runs, or the mask pair read is staged: those do not call mask_mod per score.
 // (CUBRIDGE_MASK_CASES=0 turns it off: A/B.)
 #ifndef CUBRIDGE_MASK_CASES
