@@ -130,6 +130,14 @@ def render_value(node: Node, slots: Mapping[str, int],
             return f"static_cast<int>(aux.t[{slots[name]}].size[{dim}])"
         if n.op == "cast":
             return f"static_cast<{C_TYPES[n.dtype]}>({go(n.args[0])})"
+        if n.op in ("floordiv", "mod") and n.dtype == DType.INT and _power_of_two(n.args[1]):
+            # floor division and modulo by 2^j are an arithmetic shift and a mask in
+            # two's complement, whatever the sign: one instruction each, where C's signed
+            # / and % need sign fix-ups (a dilated or strided mask's (q - k) % 2^j, a
+            # block-wise mask's q // 512)
+            d = n.args[1].arg
+            return (f"({go(n.args[0])} & {d - 1})" if n.op == "mod"
+                    else f"({go(n.args[0])} >> {d.bit_length() - 1})")
         if n.op in ("floordiv", "mod") and n.dtype == DType.INT and _plain_division(n):
             # a non-negative dividend and a positive constant divisor: C's / and %
             # are floor division and modulo there, without the sign fix-ups
@@ -187,6 +195,11 @@ def _nonnegative(node: Node) -> bool:
     except (KeyError, TypeError, ValueError):  # an aux scalar read: unknown
         return False
     return lo >= 0
+
+
+def _power_of_two(d: Node) -> bool:
+    return (d.op == "const" and isinstance(d.arg, int) and not isinstance(d.arg, bool) and
+            0 < d.arg < 2**31 and d.arg & (d.arg - 1) == 0)
 
 
 def _plain_division(n: Node) -> bool:

@@ -11,6 +11,12 @@ and only its own side remains (mask_mod_case<C>, docs/hooks.md).
 Such conditions ("case atoms") are the mask's largest boolean subexpressions that
 read no query or key index, bar constants. Each doubles the code of a kernel's mask
 loop, so past MAX_CASE_ATOMS a mask keeps its per-score choice.
+
+A case's mask (the whole mask where there are no cases) may allow each row a union
+of key sets (row_interval.py with periods: intervals, or one residue of them modulo a
+power of two, as the strided heads' `(q - k) % 128 == 0`). The header then gives them
+(case_key_sets, case_key_set<C>) and a kernel may set a row's bits in a few operations
+a set instead of a mask_mod_case per pair.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from collections.abc import Mapping
 
 import torch
 
-from cubridge.lower.cuda_render import render_body
+from cubridge.lower.cuda_render import render_body, render_value
+from cubridge.lower.row_interval import interval_returns, row_intervals
 from cubridge.lower.staged_reads import staged_reads, staged_spellings
 from cubridge.transfer.expr import DType, Node, apply, const, free_vars, substitute
 from cubridge.transfer.simplify import simplify
@@ -110,4 +117,51 @@ def render_mask_cases(mask: Node | None, slots: Mapping[str, int],
         *cases(staged, "mask_mod_staged(b, h, q, k, row_vals, key_vals, aux)"),
         "}",
         "",
+        *render_case_key_sets(mask, masks, slots, aux_dtypes),
     ]
+
+
+def render_case_key_sets(mask: Node | None, masks: tuple[Node, ...],
+                         slots: Mapping[str, int],
+                         aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
+    """case_key_sets(c) (each case's count of key sets, 0: none, mask_mod_case per pair),
+    kKeySetCases (how many cases have them) and case_key_set<C>(i, b, h, q, aux) of the
+    case masks (the whole mask where it has no cases). None where the whole mask has
+    row intervals: a kernel sets its bits from those."""
+    if mask is None or row_intervals(mask) is not None:
+        sets: list = [()] * max(len(masks), 1)
+    else:
+        sets = [row_intervals(m, periods=True) or () for m in masks or (mask,)]
+
+    def fields(lo: str, hi: str, iv) -> str:
+        if iv is None or iv.period == 1 or lo == "0" and hi == "-1":
+            return f"{lo}, {hi}, 1, 0"
+        return f"{lo}, {hi}, {iv.period}, {render_value(iv.phase, slots, aux_dtypes)}"
+
+    out = [
+        "// Each case's rows' allowed keys, where its mask has that form: the union of",
+        "// case_key_sets(C) key sets, the keys of [lo, hi] equal to phase modulo period (a",
+        "// power of two; 1: every key). A kernel may set a row's bits from them, a few",
+        "// operations a set, instead of a mask_mod_case per pair (docs/hooks.md).",
+        "#define CUBRIDGE_HOOKS_CASE_KEY_SETS 1  // (case_key_sets, kKeySetCases, case_key_set)",
+        "CUBRIDGE_HD constexpr int case_key_sets(int c) {",
+        "  (void)c;",
+        "  return " + "".join(f"c == {c} ? {len(x)} : " for c, x in enumerate(sets) if x) + "0;",
+        "}",
+        f"constexpr int kKeySetCases = {sum(1 for x in sets if x)};",
+        "template <int C>",
+        "CUBRIDGE_HD cubridge::KeySet case_key_set(int i, int b, int h, int q, "
+        "const AuxArgs& aux) {",
+        "  (void)i; (void)b; (void)h; (void)q; (void)aux;",
+    ]
+    for c, intervals in enumerate(sets):
+        if not intervals:
+            continue
+        out.append(f"  {'if' if out[-1].startswith('  (void)') else '} else if'} "
+                   f"constexpr (C == {c}) {{")
+        out += ["    " + line for line in interval_returns(intervals, "KeySet", fields, slots,
+                                                           aux_dtypes)]
+    empty = "return cubridge::KeySet{0, -1, 1, 0};"
+    out += (["  } else {", f"    {empty}", "  }"] if out[-1].startswith("    ") or
+            not out[-1].startswith("  (void)") else [f"  {empty}"])
+    return out + ["}", ""]

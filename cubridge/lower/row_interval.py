@@ -8,7 +8,11 @@ q - k < 128)`) the interval it chooses. A kernel may then set a row's mask bits 
 a few ranges, a few operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
 Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
-MAX_INTERVALS intervals have no such form; mask_mod stays for them."""
+MAX_INTERVALS intervals have no such form; mask_mod stays for them.
+
+With `periods=True` an interval may also keep only the keys of one residue modulo a
+power of two (`(q - k) % 128 == 0`, `(k - q + 3) % 4 == 1`): a key set, whose bits a
+kernel sets as a constant comb shifted into place (key_sets, docs/hooks.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import torch
 
 from cubridge.lower.cuda_render import render_value
 from cubridge.transfer.expr import DType, Node, apply, const, free_vars
+from cubridge.transfer.simplify import simplify
 
 KEY = "k"
 # Bounds where a row has none on that side (keys are far inside these).
@@ -34,6 +39,8 @@ class RowInterval:
     lower: tuple[Node, ...]  # key >= each (key-free int expressions)
     upper: tuple[Node, ...]  # key <= each
     guards: tuple[Node, ...]  # key-free conditions a row needs to allow any key
+    period: int = 1  # a power of two: only keys == phase (mod period) (1: every key)
+    phase: Node | None = None  # key-free (None where period is 1)
 
 
 def _linear(n: Node) -> tuple[int, Node | None] | None:
@@ -97,16 +104,21 @@ _PLUS = {"lt": ("upper", -1), "le": ("upper", 0), "gt": ("lower", 1), "ge": ("lo
 _MINUS = {"lt": ("lower", 1), "le": ("lower", 0), "gt": ("upper", -1), "ge": ("upper", 0)}
 
 
-def row_intervals(mask: Node | None) -> tuple[RowInterval, ...] | None:
+def row_intervals(mask: Node | None, periods: bool = False
+                  ) -> tuple[RowInterval, ...] | None:
     """The per-row key intervals of an index-only mask (each row allows their
-    union), or None."""
+    union), or None. periods: intervals may keep one residue modulo a power of two."""
     if mask is None or mask.dtype != DType.BOOL or reads_per_key(mask):
         return None
     terms = _disjuncts(mask)
     if terms is None:
         return None
     intervals = tuple(_interval(atoms) for atoms in terms)
-    return None if any(iv is None for iv in intervals) else intervals
+    if any(iv is None for iv in intervals):
+        return None
+    if not periods and any(iv.period > 1 for iv in intervals):  # type: ignore[union-attr]
+        return None
+    return intervals  # type: ignore[return-value]
 
 
 def reads_per_key(mask: Node) -> bool:
@@ -121,6 +133,7 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
     lower: list[Node] = []
     upper: list[Node] = []
     guards: list[Node] = []
+    period, phase = 1, None
     for atom in atoms:
         if KEY not in free_vars(atom):
             if not (atom.op == "const" and atom.arg is True):
@@ -128,11 +141,21 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
             continue
         if atom.op == "where" and KEY not in free_vars(atom.args[0]):  # (see _disjuncts)
             chosen = _chosen(atom)
-            if chosen is None:
+            if chosen is None or (chosen[3] > 1 and period > 1):
                 return None
-            lo, hi, guard = chosen
+            lo, hi, guard, p, ph = chosen
             lower.append(lo)
             upper.append(hi)
+            if guard is not None:
+                guards.append(guard)
+            if p > 1:
+                period, phase = p, ph
+            continue
+        residue = _residue(atom)
+        if residue is not None:
+            if period > 1:  # (two residues: one kernel comb each, not kept)
+                return None
+            period, phase, guard = residue
             if guard is not None:
                 guards.append(guard)
             continue
@@ -154,18 +177,50 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
         if offset:
             bound = apply("add", bound, const(offset))
         (lower if side == "lower" else upper).append(bound)
-    return RowInterval(tuple(lower), tuple(upper), tuple(guards))
+    return RowInterval(tuple(lower), tuple(upper), tuple(guards), period, phase)
 
 
-def _chosen(atom: Node) -> tuple[Node, Node, Node | None] | None:
-    """Bounds and guard of `where(c, a, b)`, c key-free and a, b one interval
-    each: each bound and the guard is c's choice of the two sides'."""
+def _residue(atom: Node) -> tuple[int, Node, Node | None] | None:
+    """(period, phase, guard) of `(c * key + r) % P == s` (c = +-1, P a power of two,
+    r and s key-free): keys == phase (mod P), where the guard (0 <= s < P) holds."""
+    if atom.op != "eq":
+        return None
+    x, s = atom.args
+    if x.op != "mod":
+        x, s = s, x
+    if x.op != "mod" or KEY in free_vars(s) or s.dtype != DType.INT:
+        return None
+    dividend, divisor = x.args
+    p = divisor.arg if divisor.op == "const" else None
+    if not (isinstance(p, int) and not isinstance(p, bool) and 2 <= p < 2**30 and
+            p & (p - 1) == 0):
+        return None
+    lin = _linear(dividend)
+    if lin is None or lin[0] not in (1, -1):
+        return None
+    c, r = lin
+    guard = None
+    if s.op == "const":
+        if not 0 <= s.arg < p:  # (a floor modulo is never that)
+            return None
+    else:
+        guard = apply("and", apply("ge", s, const(0)), apply("lt", s, const(p)))
+    # c key + r == s (mod P), so key == c (s - r)
+    diff = s if r is None else apply("sub", s, r)
+    return p, simplify(diff if c == 1 else apply("neg", diff)), guard
+
+
+def _chosen(atom: Node) -> tuple[Node, Node, Node | None, int, Node | None] | None:
+    """Bounds, guard, period and phase of `where(c, a, b)`, c key-free and a, b one
+    interval each of the same period: each is c's choice of the two sides'."""
     c, a, b = atom.args
     sides = [_interval(terms[0]) for terms in (_disjuncts(a), _disjuncts(b))
              if terms is not None and len(terms) == 1]
     if len(sides) != 2 or None in sides:
         return None
     ia, ib = sides
+    if ia.period != ib.period:  # (a period chosen at run time: no constant comb)
+        return None
 
     def folded(bounds: tuple[Node, ...], op: str, empty: int) -> Node:
         out = bounds[0] if bounds else const(empty)
@@ -181,7 +236,9 @@ def _chosen(atom: Node) -> tuple[Node, Node, Node | None] | None:
 
     lo = choose(folded(ia.lower, "max", NO_LOWER), folded(ib.lower, "max", NO_LOWER))
     hi = choose(folded(ia.upper, "min", NO_UPPER), folded(ib.upper, "min", NO_UPPER))
-    return lo, hi, choose(guard(ia), guard(ib)) if ia.guards or ib.guards else None
+    g = choose(guard(ia), guard(ib)) if ia.guards or ib.guards else None
+    phase = choose(ia.phase, ib.phase) if ia.period > 1 else None  # type: ignore[arg-type]
+    return lo, hi, g, ia.period, phase
 
 
 def _fold(bounds: tuple[Node, ...], fn: str, empty: int, slots: Mapping[str, int],
@@ -218,21 +275,32 @@ def render_intervals(count: str, function: str, intervals: tuple[RowInterval, ..
             "const AuxArgs& aux) {")
     lines = [f"constexpr int {count} = {len(intervals)};", head,
              "  (void)i; (void)b; (void)h; (void)q; (void)aux;"]
+    lines += ["  " + line for line in interval_returns(
+        intervals, "KeyInterval", lambda lo, hi, iv: f"{lo}, {hi}", slots, aux_dtypes)]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def interval_returns(intervals: tuple[RowInterval, ...], struct: str, fields,
+                     slots: Mapping[str, int], aux_dtypes: Mapping[str, torch.dtype]
+                     ) -> list[str]:
+    """The statements returning `cubridge::<struct>{fields(lo, hi, interval)}` for the
+    i-th interval (an empty one, lo > hi, where there is none)."""
+    lines: list[str] = []
     for i, iv in enumerate(intervals):
         body = []
         for g in iv.guards:
             body.append(f"if (!({render_value(g, slots, aux_dtypes)})) "
-                        "return cubridge::KeyInterval{0, -1};")
+                        f"return cubridge::{struct}{{{fields('0', '-1', iv)}}};")
         lo = _fold(iv.lower, "max", NO_LOWER, slots, aux_dtypes)
         hi = _fold(iv.upper, "min", NO_UPPER, slots, aux_dtypes)
-        body.append(f"return cubridge::KeyInterval{{{lo}, {hi}}};")
+        body.append(f"return cubridge::{struct}{{{fields(lo, hi, iv)}}};")
         if i + 1 < len(intervals):
-            lines.append(f"  if (i == {i}) {{")
-            lines += [f"    {line}" for line in body]
-            lines.append("  }")
-        else:
+            lines.append(f"if (i == {i}) {{")
             lines += [f"  {line}" for line in body]
+            lines.append("}")
+        else:
+            lines += body
     if not intervals:
-        lines.append("  return cubridge::KeyInterval{0, -1};")
-    lines += ["}", ""]
-    return "\n".join(lines)
+        lines.append(f"return cubridge::{struct}{{{fields('0', '-1', None)}}};")
+    return lines

@@ -391,3 +391,36 @@ def test_patterns_chosen_per_head_build_one_mask_loop_a_case_without_spills():
     res = compiled.resources_of(fa_sm90.entry)
     assert res.spill_bytes == 0 and res.stack_frame_bytes == 0, res
     assert not PTXAS_NOTES.findall(compiled.log), PTXAS_NOTES.findall(compiled.log)
+
+
+@pytest.mark.slow  # nvcc builds
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", ["strided_heads", "residue_keys"])
+def test_key_set_masks_set_their_bits_from_the_sets_without_spills(name):
+    """Masks whose cases allow each row a union of key sets (a window; one residue of
+    keys modulo 4, 16, 64 or 256: lower/row_interval.py with periods) build clean with
+    their bits set from the sets, and the per-pair mask loops those replace are gone:
+    the cubin is far smaller than the same build with CUBRIDGE_KEY_SET_BITS=0 (which
+    for residue_keys spills 24 B)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transfer"))
+    from hook_variants import VARIANTS
+
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.transfer.hooks import plan_hooks
+
+    header = generate_header(plan_hooks(VARIANTS[name])).text
+    cases = {"strided_heads": 4, "residue_keys": 2}[name]
+    assert f"constexpr int kKeySetCases = {cases};" in header
+    base = fa_sm90.compile_defines(128, torch.bfloat16)
+    sizes = {}
+    for on in (1, 0):
+        compiled = fa_sm90.compile_source(None, "sm_90a", header,
+                                          {**base, "CUBRIDGE_KEY_SET_BITS": on})
+        sizes[on] = (Path(compiled.directory) / "kernel.cubin").stat().st_size
+        if on:
+            res = compiled.resources_of(fa_sm90.entry)
+            assert res.spill_bytes == 0 and res.stack_frame_bytes == 0, res
+            assert not PTXAS_NOTES.findall(compiled.log), PTXAS_NOTES.findall(compiled.log)
+    assert sizes[1] < 0.8 * sizes[0], sizes

@@ -138,6 +138,8 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
        mask_mod_staged_case<1>(0, 0, q, k, cubridge::Staged{{row_vals, 1}},
                                cubridge::Staged{{key_vals, 1}}, aux)
            ? static_cast<float>(mask_case(0, 0, aux)) : 0.0f;
+  s += kKeySetCases > 0 && case_key_sets(0) > 0 ? static_cast<float>(
+       case_key_set<0>(0, 0, 0, q, aux).phase) : 0.0f;
   out[q * 64 + k] = s;
 }}"""]
     workdir.mkdir(parents=True, exist_ok=True)

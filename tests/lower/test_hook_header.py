@@ -47,15 +47,32 @@ def test_position_offsets_divide_as_unsigned():
     torch by test_hooks_compiled (the kitchen sink's mask has these terms)."""
 
     def mask(b, h, q, k):
-        return (((k - 16) % 28 == (q + 12) % 28) | ((q + 7) // 64 >= (k - 200) // 64)
+        return (((k - 16) % 28 == (q + 12) % 28) | ((q + 7) // 60 >= (k - 200) // 60)
                 | ((q - k) % 5 == 0))
 
     text = generate_header(plan_hooks(make_spec("offsets", mask))).text
     body = text[text.index("bool mask_mod("):text.index("bool mask_mod_paired(")]
     assert "static_cast<int>((static_cast<unsigned>(k) + 12u) % 28u)" in body
-    assert "(static_cast<int>((static_cast<unsigned>(k) + 56u) / 64u) + (-4))" in body
-    assert "((q + 12) % 28)" in body and "((q + 7) / 64)" in body  # (non-negative already)
+    assert "(static_cast<int>((static_cast<unsigned>(k) + 40u) / 60u) + (-4))" in body
+    assert "((q + 12) % 28)" in body and "((q + 7) / 60)" in body  # (non-negative already)
     assert "detail::mod((q - k), 5)" in body
+
+
+def test_powers_of_two_divide_as_shifts_and_masks():
+    """floor division and modulo by 2^j are an arithmetic shift and an AND whatever the
+    dividend's sign (one instruction, not the signed forms' fix-ups: a strided or
+    dilated mask's (q - k) % 2^j, a block-wise mask's q // 512). The values are checked
+    on the host against torch by test_hooks_compiled (strided_heads, dilated_window)."""
+
+    def mask(b, h, q, k):
+        return (((q - k) % 128 == 0) | ((k - 200) // 64 >= q // 512) | ((q - k) // 1 == 3)
+                | ((q - k) % 1 == 1))
+
+    text = generate_header(plan_hooks(make_spec("powers", mask))).text
+    body = text[text.index("bool mask_mod("):].split("\n}\n")[0]
+    for form in ("(t0 & 127)", "((k - 200) >> 6)", "(q >> 9)", "(t0 & 0)"):
+        assert form in body, form
+    assert "detail::mod" not in body and "detail::floordiv" not in body and "/" not in body
 
 
 def test_only_searched_key_ranges_say_so():

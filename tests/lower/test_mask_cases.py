@@ -85,3 +85,28 @@ def test_a_per_head_table_read_is_a_choice_and_the_header_reads_it_once_a_block(
     assert "constexpr int kMaskCases = 2;" in text
     plain = text.split("CUBRIDGE_HD bool mask_mod_case")[1].split("} else {")[0]
     assert "aux_load" not in plain and plain.count("return") == 2
+
+
+def test_each_case_with_key_sets_says_so_and_whole_row_intervals_give_none():
+    strided = _node(WITH_CASES["strided_or_local"][0])
+    text = "\n".join(render_mask_cases(strided, {}, {}))
+    sets = text.split("CUBRIDGE_HD cubridge::KeySet case_key_set")[1]
+    assert "return c == 0 ? 1 : c == 1 ? 1 : 0;" in text
+    assert "constexpr int kKeySetCases = 2;" in text
+    # case 1 (odd heads) keeps one key in 64; case 0 (even heads) a window of every key
+    odd = sets.split("if constexpr (C == 1)")[1]
+    assert ", 64, " in odd.split("}")[0]
+    assert ", 1, 0}" in sets.split("if constexpr (C == 1)")[0]
+    # causal has row intervals: no key sets beside them
+    causal = "\n".join(render_mask_cases(_node(WITHOUT["causal"]), {}, {}))
+    assert "constexpr int kKeySetCases = 0;" in causal
+    # no cases, but the whole mask keeps one residue: case 0's sets
+    dilated = "\n".join(render_mask_cases(_node(lambda b, h, q, k: (q >= k) & (
+        (q - k) % 2 == 0)), {}, {}))
+    assert "constexpr int kMaskCases = 1;" in dilated
+    assert "constexpr int kKeySetCases = 1;" in dilated and ", 2, " in dilated
+    # a mask reading aux per key has none
+    table = torch.tensor([True, False] * 100)
+    read = "\n".join(render_mask_cases(_node(lambda b, h, q, k, *, t: (q >= k) & t[k] & (
+        (q - k) % 4 == 0), {"t": table}), {"t": 0}, {"t": torch.bool}))
+    assert "constexpr int kKeySetCases = 0;" in read

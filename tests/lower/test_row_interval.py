@@ -108,3 +108,64 @@ def test_the_header_says_how_many_intervals_it_has():
     assert "constexpr int kRowIntervals = 0;" in no
     assert "KeyInterval{0, -1}" in no
     assert "constexpr int kRowIntervals = 0;" in render_row_interval(None, {}, {})
+
+
+# Key sets (periods=True): an interval may keep one residue modulo a power of two
+WITH_KEY_SETS = {
+    "dilated": lambda b, h, q, k: (q >= k) & ((q - k) % 2 == 0),
+    "strided": lambda b, h, q, k: (q - k >= 0) & ((q - k) % 128 == 0),
+    "keys_ahead": lambda b, h, q, k: ((k - q + 3) % 4 == 1) & (k <= q + 50),
+    "sum_of_indices": lambda b, h, q, k: ((q + k) % 16 == 0) & (k < 40),
+    "residue_per_row": lambda b, h, q, k: (q >= k) & ((q - k) % 8 == q % 8),
+    "residue_and_window": lambda b, h, q, k: (q - k < 300) & (k <= q) & ((k - q) % 32 == 5)
+    | (k < 3),
+    "chosen_phase": lambda b, h, q, k: torch.where(h % 2 == 1, (q - k) % 64 == 0,
+                                                   (q - k) % 64 == 1) & (k <= q),
+    "plain_intervals_too": lambda b, h, q, k: (q >= k) & (q - k < 100),
+}
+WITHOUT_KEY_SETS = {
+    "not_a_power_of_two": lambda b, h, q, k: (q >= k) & ((q - k) % 6 == 0),
+    "two_residues": lambda b, h, q, k: ((q - k) % 2 == 0) & ((q - k) % 8 == 4),
+    "scaled_key": lambda b, h, q, k: (2 * k) % 4 == 0,
+    "not_equal": lambda b, h, q, k: (q - k) % 4 != 0,
+    "period_chosen_per_head": lambda b, h, q, k: torch.where(h % 2 == 1, (q - k) % 64 == 0,
+                                                             q - k < 9),
+}
+
+
+def _key_set_mask(intervals, h: int, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    got = torch.zeros(q.shape[0], k.shape[1], dtype=torch.bool)
+    for iv in intervals:
+        lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q, h)
+        hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q, h)
+        ok = torch.ones_like(q, dtype=torch.bool)
+        for g in iv.guards:
+            ok = ok & torch.as_tensor(grid_function(g)(0, torch.tensor(h), q, 0)).expand_as(q)
+        keep = ok & (lo <= k) & (k <= hi)
+        if iv.period > 1:
+            phase = torch.as_tensor(grid_function(iv.phase)(0, torch.tensor(h), q, 0))
+            keep = keep & ((k - phase.expand_as(q)) % iv.period == 0)
+        got = got | keep
+    return got
+
+
+@pytest.mark.parametrize("name", sorted(WITH_KEY_SETS))
+def test_key_sets_allow_exactly_the_masks_keys(name):
+    mask_mod = WITH_KEY_SETS[name]
+    intervals = row_intervals(_node(mask_mod), periods=True)
+    assert intervals is not None, name
+    q = torch.arange(-20, 300).view(-1, 1)  # (negative rows: the phase's floor modulo)
+    k = torch.arange(300).view(1, -1)
+    for h in range(2):
+        want = torch.as_tensor(mask_mod(0, torch.tensor(h), q, k)).expand(q.shape[0], 300)
+        assert torch.equal(_key_set_mask(intervals, h, q, k), want), (name, h)
+
+
+@pytest.mark.parametrize("name", sorted(WITHOUT_KEY_SETS))
+def test_masks_without_key_sets_get_none(name):
+    assert row_intervals(_node(WITHOUT_KEY_SETS[name]), periods=True) is None
+
+
+def test_plain_row_intervals_keep_no_residue():
+    assert row_intervals(_node(WITH_KEY_SETS["dilated"])) is None
+    assert all(iv.period == 1 for iv in row_intervals(_node(WITH_KEY_SETS["plain_intervals_too"])))

@@ -125,6 +125,16 @@ def strided_heads(b, h, q, k):
     return (q >= k) & torch.where(h % 2 == 1, (q - k) % 64 == 0, q - k < 96) | (h < 2) & (k < 8)
 
 
+def residue_keys(b, h, q, k):
+    # key sets (lower/row_interval.py with periods, per mask case): keys ahead of one
+    # residue modulo 4 (a key coefficient of +1; every other column pair), keys with q + k
+    # a multiple of 16 among the first 40, and on odd heads one key in 256 (a comb
+    # shifted past most blocks; rows below 7 allow no key)
+    return torch.where(h % 2 == 0,
+                       ((k - q + 3) % 4 == 1) & (k <= q + 50) | ((q + k) % 16 == 0) & (k < 40),
+                       (q >= k) & ((q - k) % 256 == 7))
+
+
 def causal_in_score_mod(score, b, h, q, k, *, slope):
     # FlexAttention's own example form: the mask written as -inf in score_mod (the
     # plan lifts the condition into the mask, transfer/score_masks.py)
@@ -286,6 +296,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("dilated_window", dilated_window),
         make_spec("window_per_head", window_per_head),
         make_spec("strided_heads", strided_heads),
+        make_spec("residue_keys", residue_keys),
         make_spec("causal_in_score_mod", None, causal_in_score_mod),
         make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),

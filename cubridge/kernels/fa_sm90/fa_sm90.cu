@@ -1120,6 +1120,27 @@ __device__ __forceinline__ uint32_t interval_bits(int lo, int hi, int k_first) {
   return first > last ? 0u : (0xffffffffu >> (31 - last)) & (0xffffffffu << first);
 }
 
+// The bits of a row's pairs whose key is phase modulo period (a power of two, a
+// constant once inlined). Column k_first + 8j + e (bit 2j + e) is such a key where
+// 8j == phase - k_first - e (mod period): none unless that is 0 modulo 8 (or the
+// period is at most 8: every j), else every j equal to it / 8 modulo period / 8, a
+// constant comb of bits shifted into place.
+__device__ __forceinline__ uint32_t period_bits(int period, int phase, int k_first) {
+  if (period <= 1) return 0xffffffffu;
+  const int j_period = period > 8 ? period / 8 : 1;
+  uint32_t comb = 0u;  // bit 2j for every j == 0 (mod j_period)
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) comb |= j % j_period == 0 ? 1u << (2 * j) : 0u;
+  uint32_t w = 0u;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int u = (phase - k_first - e) & (period - 1);  // (two's complement: floor mod)
+    const int shift = 2 * (u >> 3);
+    w |= ((u & 7) == 0 && shift < 32 ? comb << shift : 0u) << e;
+  }
+  return w;
+}
+
 // Headers whose mask is index intervals and a part that reads the key only through
 // staged values say so (kRunIntervals, run_interval, key_value_mask: document and
 // segment masks). Where a block's staged key values change at most once, its bits
@@ -1211,6 +1232,33 @@ __device__ __forceinline__ bool mask_mod_in_case(int b, int h, int q, int k, Sta
   return mask_mod_staged(b, h, q, k, rows, keys, aux);
 }
 #endif
+// Key sets (docs/hooks.md): where a case's mask allows each row a union of key sets
+// (an interval, or the keys of one residue of it modulo a power of two: the strided
+// heads' (q - k) % 128 == 0), its rows' bits are set from them, a few operations a set
+// (interval_bits & period_bits) instead of a mask_mod_case per pair. Only where the
+// kernel's cases are the header's (case 0 is then the whole mask where it has none).
+// (CUBRIDGE_KEY_SET_BITS=0 turns it off: A/B and the spill fallback.)
+#ifndef CUBRIDGE_KEY_SET_BITS
+#define CUBRIDGE_KEY_SET_BITS 1
+#endif
+#if defined(CUBRIDGE_HOOKS_CASE_KEY_SETS) && CUBRIDGE_KEY_SET_BITS
+constexpr bool kKeySets = kMaskCases == hooks::kMaskCases && kRowIntervals == 0 &&
+                          kRunIntervals == 0 && !kMaskPairStaged;
+__device__ __forceinline__ constexpr int case_key_sets(int c) {
+  return kKeySets ? hooks::case_key_sets(c) : 0;
+}
+template <int C>
+__device__ __forceinline__ KeySet case_key_set(int i, int b, int h, int q, const AuxArgs& aux) {
+  return hooks::case_key_set<C>(i, b, h, q, aux);
+}
+#else
+__device__ __forceinline__ constexpr int case_key_sets(int) { return 0; }
+template <int C>
+__device__ __forceinline__ KeySet case_key_set(int, int, int, int, const AuxArgs&) {
+  return {0, -1, 1, 0};
+}
+#endif
+
 // f(MaskCase<c>{}) for the runtime case c (one branch a block; kCases straight-line copies).
 template <int kCases, int C = 0, class F>
 __device__ __forceinline__ void with_mask_case(int c, F&& f) {
@@ -1297,6 +1345,26 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
         const KeyInterval r = row_interval(i, b, h, qc[half], p.aux);
         const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
         w |= interval_bits(r.lo, hi, k_base + pos.col0);
+      }
+      const bool row_in = !kTail || q[half] < p.seqlen_q;
+      word[half] = row_in ? w : 0u;
+    }
+    bits[0] = all_masked ? 0u : word[0];
+    bits[1] = all_masked ? 0u : word[1];
+    return;
+  }
+  constexpr int kSetCase = kCase >= 0 ? kCase : 0;
+  if constexpr (!kMaskStaged && (kCase >= 0 || kMaskCases == 1) &&
+                case_key_sets(kSetCase) > 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t w = 0u;
+#pragma unroll
+      for (int i = 0; i < case_key_sets(kSetCase); ++i) {
+        const KeySet r = case_key_set<kSetCase>(i, b, h, qc[half], p.aux);
+        const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
+        w |= interval_bits(r.lo, hi, k_base + pos.col0) &
+             period_bits(r.period, r.phase, k_base + pos.col0);
       }
       const bool row_in = !kTail || q[half] < p.seqlen_q;
       word[half] = row_in ? w : 0u;

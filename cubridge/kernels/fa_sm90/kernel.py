@@ -27,7 +27,8 @@ from cubridge.kernels.library import LibraryKernel
 # the variant take it (None: every variant does).
 SPILL_FALLBACKS = (("CUBRIDGE_KEEP_MAX_BY_SUMS", None),
                    ("CUBRIDGE_ROW_INTERVAL_BITS", "kRowIntervals"),
-                   ("CUBRIDGE_KEY_RUN_BITS", "kRunIntervals"))
+                   ("CUBRIDGE_KEY_RUN_BITS", "kRunIntervals"),
+                   ("CUBRIDGE_KEY_SET_BITS", "kKeySetCases"))
 
 
 def _header_constant(hooks_header: str, name: str) -> int:
