@@ -57,6 +57,7 @@ from cubridge.build.driver import device_arch
 from cubridge.kernels import get_kernel
 from cubridge.lower.hook_header import generate_header
 from cubridge.pipeline.route import choose_path
+from cubridge.pipeline.run import bench_dtype
 from cubridge.pipeline.variant import CompiledVariant, rules_variant
 from cubridge.spec import Spec
 
@@ -98,7 +99,8 @@ def main() -> None:
     ap.add_argument("--seq-lens", default="4096")
     ap.add_argument("--configs", default="llama2_7b")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--dtype", choices=["bf16", "fp16"],
+                    help="default: the specs' benchmark dtype (bf16 where listed)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--kernel", default="fa_sm90", help="the library kernel (default fa_sm90)")
     ap.add_argument("--compile-only", metavar="ARCH",
@@ -115,6 +117,14 @@ def main() -> None:
     lib = get_kernel(args.kernel)
     arch = args.compile_only or device_arch(torch.device("cuda"))
     specs = load_specs(args.variants)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.dtype or "")
+    if dtype is None:  # (one dtype a run: a spec of fp16 alone goes in a run of its own)
+        dtypes = {bench_dtype(spec) for spec in specs}
+        if len(dtypes) > 1:
+            ap.error("the specs benchmark in different dtypes (" + ", ".join(
+                f"{spec.name}: {bench_dtype(spec)}" for spec in specs) + "); run them apart "
+                "or pass --dtype")
+        dtype = dtypes.pop()
     variants: dict[tuple[str, str], CompiledVariant] = {}
     for spec in specs:
         route = choose_path(spec, lib)
@@ -151,7 +161,7 @@ def main() -> None:
 
     config = BenchConfig(seq_lens=[int(s) for s in args.seq_lens.split(",")],
                          configs=args.configs.split(","),
-                         dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16)
+                         dtype=dtype)
     run_and_report([(spec, [_impl(f"{label}#{r + 1}", variants[spec.name, label])
                             for r in range(args.rounds) for label, _ in args.header])
                     for spec in specs], config, args.out, "headers interleaved by round")
