@@ -65,7 +65,8 @@ def _hooks(args: argparse.Namespace) -> int:
         write_target(plan, kernel.cuir_class(), out / "target_cuir.py")
     hooks = [n for n, on in (("score_mod", plan.score), ("mask_mod", plan.mask)) if on]
     print(f"hooks: {spec.name} on {kernel.name}: {', '.join(hooks) or 'no mods'}, "
-          f"{plan.normalizer}, blocks by {plan.classification}, {len(header.slots)} aux "
+          f"{plan.normalizer}, blocks by {plan.classification}, mask bits by "
+          f"{header.mask_form(kernel.source.read_text())}, {len(header.slots)} aux "
           f"slot(s) -> {out}/cubridge_hooks.cuh, aux_manifest.json, target_cuir.py "
           f"({time.perf_counter() - start:.1f}s)")
     if args.show:

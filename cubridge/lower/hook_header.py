@@ -8,6 +8,8 @@ the block tables for data-dependent masks.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +93,34 @@ class HookHeader:
                      **({"narrowed": True} if s.name in narrowed_names else {})}
                     for s in self.slots],
         }
+
+    def mask_form(self, kernel_source: str | None = None) -> str:
+        """How a kernel sets a masked block's bits from this header: the fastest form
+        the header offers that the kernel's source takes (its `CUBRIDGE_HOOKS_*`
+        tests; None: every form), in fa_sm90's order of preference."""
+        if not self.plan.mask:
+            return "no mask_mod"
+
+        def constant(name: str) -> int:
+            define = {"kRowIntervals": "ROW_INTERVALS", "kRunIntervals": "KEY_RUNS",
+                      "kMaskCases": "MASK_CASES", "kKeySetCases": "CASE_KEY_SETS"}[name]
+            if kernel_source is not None and f"CUBRIDGE_HOOKS_{define}" not in kernel_source:
+                return 0 if name != "kMaskCases" else 1
+            found = re.search(rf"constexpr int {name} = (\d+);", self.text)
+            return int(found.group(1)) if found else 0
+
+        cases, key_set_cases = constant("kMaskCases"), constant("kKeySetCases")
+        if constant("kRowIntervals"):
+            return f"row intervals ({constant('kRowIntervals')} a row)"
+        if constant("kRunIntervals"):
+            return "key runs"
+        if key_set_cases:
+            where = f"in {key_set_cases} of {cases} mask cases" if cases > 1 else "a row"
+            return f"key sets ({where})" + (", mask_mod per pair in the others"
+                                             if key_set_cases < cases else "")
+        if self.mask_table is not None:
+            return "mask table"
+        return "mask_mod per pair" + (f" ({cases} mask cases)" if cases > 1 else "")
 
     def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape,
                  device: torch.device | str | None = None) -> list[torch.Tensor]:

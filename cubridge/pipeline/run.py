@@ -494,10 +494,11 @@ def _rules_lower(ctx: _Run, route: Route) -> CompiledVariant:
         run_dir.write(LOWER_FILE, json.dumps(variant.lower_record(), indent=1))
         rec.artifacts += [SOURCE_FILE, HOOKS_FILE, AUX_MANIFEST_FILE, LOWER_FILE]
         rec.data["kernel"] = kernel.name
+        rec.data["mask_bits"] = header.mask_form(kernel.source.read_text())
         rec.summary = (f"hook codegen: {kernel.name}'s {kernel.source.name} unchanged "
                        f"({SOURCE_FILE}), {HOOKS_FILE} generated "
                        f"({len(header.text.splitlines())} lines, {len(header.slots)} aux "
-                       "slot(s))")
+                       f"slot(s); mask bits by {rec.data['mask_bits']})")
 
     run_dir.run_stage("lower", ctx.base, body)
     return variant

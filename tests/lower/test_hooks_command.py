@@ -21,6 +21,16 @@ def test_hooks_command_writes_the_artifacts(tmp_path, capsys):
     assert "blocks by interval" in capsys.readouterr().out
 
 
+def test_hooks_command_says_how_each_kernel_sets_the_mask_bits(tmp_path, capsys):
+    """The dilated window keeps one residue of keys modulo 2: fa_sm90 sets its bits
+    from the header's key sets, fa_sm80 (which takes no such form) per pair."""
+    spec = str(EXAMPLES / "dilated_sliding_window.py")
+    assert main(["hooks", spec, "--out", str(tmp_path / "a"), "--kernel", "fa_sm90"]) == 0
+    assert "mask bits by key sets (a row)" in capsys.readouterr().out
+    assert main(["hooks", spec, "--out", str(tmp_path / "b"), "--kernel", "fa_sm80"]) == 0
+    assert "mask bits by mask_mod per pair" in capsys.readouterr().out
+
+
 def test_hooks_command_reports_a_bad_mod(tmp_path, capsys):
     spec = tmp_path / "bad.py"
     spec.write_text(

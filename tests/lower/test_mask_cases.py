@@ -110,3 +110,26 @@ def test_each_case_with_key_sets_says_so_and_whole_row_intervals_give_none():
     read = "\n".join(render_mask_cases(_node(lambda b, h, q, k, *, t: (q >= k) & t[k] & (
         (q - k) % 4 == 0), {"t": table}), {"t": 0}, {"t": torch.bool}))
     assert "constexpr int kKeySetCases = 0;" in read
+
+
+def test_the_header_names_the_form_a_kernel_sets_the_mask_bits_by():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transfer"))
+    from hook_variants import VARIANTS
+
+    from cubridge.kernels import get_kernel
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.transfer.hooks import plan_hooks
+
+    sm90 = get_kernel("fa_sm90").source.read_text()
+    sm80 = get_kernel("fa_sm80").source.read_text()
+    forms = {name: generate_header(plan_hooks(VARIANTS[name])) for name in (
+        "full", "causal", "strided_heads", "document_causal", "kitchen_sink", "tree_mask")}
+    assert {n: h.mask_form(sm90) for n, h in forms.items()} == {
+        "full": "no mask_mod", "causal": "row intervals (1 a row)",
+        "strided_heads": "key sets (in 4 of 4 mask cases)", "document_causal": "key runs",
+        "kitchen_sink": "mask_mod per pair (2 mask cases)", "tree_mask": "mask table"}
+    assert forms["strided_heads"].mask_form(sm80) == "mask_mod per pair"
+    assert forms["causal"].mask_form(sm80) == "mask_mod per pair"
