@@ -9,7 +9,6 @@ the block tables for data-dependent masks.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
