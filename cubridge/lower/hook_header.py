@@ -8,7 +8,6 @@ the block tables for data-dependent masks.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
+from cubridge.kernels.library import header_constant
 from cubridge.lower.cuda_render import (
     AUX_C_TYPES,
     int_interval_scalars,
@@ -56,12 +56,6 @@ from cubridge.transfer.hooks import HookPlan
 MAX_AUX = 8  # cubridge::kMaxAux
 MAX_AUX_RANK = 4  # cubridge::kMaxAuxRank
 HELPERS = Path(__file__).with_name("hook_helpers.cuh")
-
-
-def header_constant(header_text: str, name: str) -> int:
-    """`constexpr int name = N;` of a generated header (0 where it has none)."""
-    found = re.search(rf"constexpr int {name} = (\d+);", header_text)
-    return int(found.group(1)) if found else 0
 
 
 @dataclass(frozen=True)

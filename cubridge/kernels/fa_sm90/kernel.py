@@ -19,8 +19,7 @@ from cubridge.build.errors import CompileError, UnsupportedArchError
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels.abi import Launch
 from cubridge.kernels.fa_sm90.launch import ROWS_PER_CONSUMER, sm90_launch
-from cubridge.kernels.library import LibraryKernel
-from cubridge.lower.hook_header import header_constant
+from cubridge.kernels.library import LibraryKernel, header_constant
 
 # The register-hungry fast paths a generated variant past the spill budget may drop
 # (fa_sm90.cu's switches), each with the header constant that, when positive, makes
