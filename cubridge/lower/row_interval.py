@@ -4,7 +4,8 @@ comparisons, each linear in the key with coefficient +-1 and otherwise free of i
 interval of keys [lo(b, h, q), hi(b, h, q)]; a disjunction of such conjunctions
 (a window plus global keys: `q >= k & (q - k < W | k < G)`) allows the union of
 their intervals, and a choice free of the key (`torch.where(h % 2 == 1, q - k < 512,
-q - k < 128)`) the interval it chooses. A kernel may then set a row's mask bits as
+q - k < 128)`) the interval it chooses; negations are pushed in, and a choice by the
+key is the union `(c & a) | (~c & b)`. A kernel may then set a row's mask bits as
 a few ranges, a few operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
 Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
@@ -81,9 +82,34 @@ def _combine(a: Node | None, b: Node | None, sign: int) -> Node | None:
     return apply("add" if sign > 0 else "sub", a, b)
 
 
+# not (a OP b) == (a NOT_OP b) for integers
+_NEGATED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
+def _negated(n: Node) -> Node | None:
+    """`not n` with the negation pushed one level in (De Morgan, an integer
+    comparison flipped), or None where it does not go in."""
+    if n.op == "not":
+        return n.args[0]
+    if n.op in ("and", "bitand", "or", "bitor") and n.dtype == DType.BOOL:
+        op = "or" if n.op in ("and", "bitand") else "and"
+        return apply(op, apply("not", n.args[0]), apply("not", n.args[1]))
+    if n.op in _NEGATED and all(a.dtype == DType.INT for a in n.args):  # (a float may be NaN)
+        return apply(_NEGATED[n.op], *n.args)
+    return None
+
+
 def _disjuncts(n: Node) -> list[list[Node]] | None:
     """A bool expression in disjunctive normal form: the conjunctions whose union
     it is, each a list of atoms (None past MAX_INTERVALS conjunctions)."""
+    if n.dtype == DType.BOOL and n.op == "not" and KEY in free_vars(n):
+        inner = _negated(n.args[0])  # ~(k > q | q - k >= W): the window it leaves
+        if inner is not None:
+            return _disjuncts(inner)
+    if n.dtype == DType.BOOL and n.op == "where" and KEY in free_vars(n.args[0]):
+        # a choice by the key, `where(k < S, k <= q, q - k < W)`: (c & a) | (~c & b)
+        c, a, b = n.args
+        return _disjuncts(apply("or", apply("and", c, a), apply("and", apply("not", c), b)))
     if n.dtype == DType.BOOL and n.op in ("and", "bitand", "or", "bitor"):
         left, right = _disjuncts(n.args[0]), _disjuncts(n.args[1])
         if left is None or right is None:

@@ -136,6 +136,7 @@ class Sym:
     def __pos__(self) -> Sym: return self
     def __abs__(self) -> Sym: return _op("abs", self)
     def __pow__(self, o: object) -> Sym: return _pow(self, o)
+    def __rpow__(self, o: object) -> Sym: return _pow(o, self)
 
     # comparisons
     def __lt__(self, o: object) -> Sym: return _op("lt", self, o)
@@ -395,11 +396,21 @@ _COMPOSED: dict[str, Callable[..., Sym]] = {
 
 
 def _pow(x: object, p: object) -> Sym:
-    if p == 2:
-        return _op("mul", x, x)
-    if p == 0.5:
-        return _op("sqrt", x)
-    raise TraceError(f"unsupported op pow with exponent {p!r} (only 2 and 0.5)")
+    exponent = _lift(p)
+    if exponent.op == "const":
+        if exponent.arg == 2:
+            return _op("mul", x, x)
+        if exponent.arg == 0.5:
+            return _op("sqrt", x)
+        raise TraceError(f"unsupported op pow with exponent {exponent.arg!r} (only 2 and 0.5)")
+    # a traced exponent of a positive constant base, ALiBi's `2 ** (-8 * (h + 1) / H)`:
+    # c ** e = exp2(log2(c) * e) (a float result, as torch gives for a float operand)
+    base = _lift(x)
+    if (base.op == "const" and not isinstance(base.arg, bool) and base.arg > 0
+            and DType.FLOAT in (base.dtype, exponent.dtype)):
+        return _op("exp2", _op("mul", math.log2(base.arg), Sym(_cast(exponent, DType.FLOAT))))
+    raise TraceError("unsupported op pow with a traced exponent (only a positive constant "
+                     "base with a float base or exponent: 2.0 ** x)")
 
 
 def _clamp(x: object, min: object = None, max: object = None) -> Sym:  # noqa: A002
@@ -526,7 +537,7 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "bitwise_right_shift": lambda a, b: _bits("shr", a, b),
     "__rshift__": lambda a, b: _bits("shr", a, b), "__rrshift__": lambda a, b: _bits("shr", b, a),
     "square": lambda x: _op("mul", x, x),
-    "pow": _pow, "__pow__": _pow,
+    "pow": _pow, "__pow__": _pow, "__rpow__": lambda a, b: _pow(b, a),
     "to": _to,
     "float": lambda x: _to(x, torch.float32), "int": lambda x: _to(x, torch.int32),
     "long": lambda x: _to(x, torch.int64), "bool": lambda x: _to(x, torch.bool),

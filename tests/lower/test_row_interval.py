@@ -70,6 +70,13 @@ WITH_INTERVAL = {
         q < 150, (q - k < 20) & (k <= q) & (q > 10), (k > 100) & (k < q + h)),
     "choice_inside_a_union": lambda b, h, q, k: (k < 4) | torch.where(
         h == 2, (q >= k) & (q - k < 30), q == k),
+    # negations pushed in (De Morgan, integer comparisons flipped)
+    "negated_window": lambda b, h, q, k: ~((k > q) | (q - k >= 50)),
+    "negated_window_or_diagonal": lambda b, h, q, k: torch.logical_not(
+        (k > q) | (q - k >= 50)) | (q == k),
+    "negated_conjunction": lambda b, h, q, k: ~((k < q - 20) & (k >= 5)) & (k <= q),
+    # a choice by the key between intervals: (c & a) | (~c & b)
+    "sinks_by_where": lambda b, h, q, k: torch.where(k < 4, k <= q, (q - k >= 0) & (q - k < 40)),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
@@ -81,6 +88,9 @@ WITHOUT = {
     "not_equal": lambda b, h, q, k: k != q,
     "choice_of_a_union": lambda b, h, q, k: torch.where(h % 2 == 1, (k < 8) | (k > 280), q >= k),
     "choice_by_the_key": lambda b, h, q, k: torch.where(k % 2 == 1, q >= k, q - k < 9),
+    "choice_by_the_key_of_unions": lambda b, h, q, k: torch.where(k < 4, (k < 2) | (k > 3),
+                                                                  (q >= k) | (k > 280)),
+    "negated_equal": lambda b, h, q, k: ~(k == q),
 }
 
 

@@ -151,6 +151,35 @@ def test_composed_functions_trace_to_what_they_compute(fn):
     torch.testing.assert_close(got.expand_as(want), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda s, h, d: s - 2.0 ** (-8.0 * (h + 1) / 32) * d,
+    lambda s, h, d: s - torch.pow(2.0, -(h + 1) / 4) * d,
+    lambda s, h, d: s + 0.5 ** d.float(),
+    lambda s, h, d: s * torch.tensor(3.0) ** (h / 2)],
+    ids=["alibi-slope", "torch.pow", "decay", "tensor-base"])
+def test_a_positive_constant_to_a_traced_power_is_exp2(fn):
+    """c ** x with a traced exponent (ALiBi's slopes from h: 2 ** (-8 (h + 1) / H)) is
+    exp2(log2(c) x), what torch computes to float32 rounding."""
+    def score_mod(score, b, h, q, k):
+        return fn(score, h, (q - k).abs())
+
+    b, h, q, k = _grid()
+    scores = torch.randn(B, H, SQ, SK, generator=torch.Generator().manual_seed(5)) * 5
+    node = trace_score_mod(score_mod, {}).node
+    assert "exp2" in {n.op for n in node.walk()}
+    got = _eval_traced(node, {}, scores)
+    want = score_mod(scores, b, h, q, k)
+    torch.testing.assert_close(got.expand_as(want), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [lambda q, k: 2 ** (q - k), lambda q, k: (-2.0) ** (q - k),
+                                lambda q, k: (q - k).float() ** (q - k)],
+                         ids=["int-power", "negative-base", "traced-base"])
+def test_other_traced_powers_are_rejected(fn):
+    with pytest.raises(TraceError, match="pow with a traced exponent"):
+        trace_score_mod(lambda s, b, h, q, k: s + fn(q, k), {})
+
+
 def test_unsupported_method_names_the_method():
     def score(s, b, h, q, k):
         return s.cumsum(0)  # method
