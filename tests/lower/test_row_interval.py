@@ -33,6 +33,23 @@ def _bounds(nodes: tuple[Node, ...], fold, empty: int, q: torch.Tensor, h: int =
     return out
 
 
+def _allowed(intervals, h: int, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """[q, k] pairs the intervals (or key sets) allow at head h."""
+    got = torch.zeros(q.shape[0], k.shape[1], dtype=torch.bool)
+    for iv in intervals:
+        lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q, h)
+        hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q, h)
+        ok = torch.ones_like(q, dtype=torch.bool)
+        for g in iv.guards:
+            ok = ok & torch.as_tensor(grid_function(g)(0, torch.tensor(h), q, 0)).expand_as(q)
+        keep = ok & (lo <= k) & (k <= hi)
+        if iv.period > 1:
+            phase = torch.as_tensor(grid_function(iv.phase)(0, torch.tensor(h), q, 0))
+            keep = keep & ((k - phase.expand_as(q)) % iv.period < iv.width)
+        got = got | keep
+    return got
+
+
 WITH_INTERVAL = {
     "causal": lambda b, h, q, k: q >= k,
     "sliding_window": lambda b, h, q, k: (q >= k) & (q - k < 100),
@@ -80,14 +97,8 @@ def test_the_intervals_allow_exactly_the_masks_keys(name):
     q = torch.arange(300).view(-1, 1)
     k = torch.arange(300).view(1, -1)
     for h in range(4):
-        got = torch.zeros(300, 300, dtype=torch.bool)
-        for iv in intervals:
-            lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q, h)
-            hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q, h)
-            ok = torch.ones_like(q, dtype=torch.bool)
-            for g in iv.guards:
-                ok = ok & torch.as_tensor(grid_function(g)(0, torch.tensor(h), q, 0)).expand_as(q)
-            got = got | (ok & (lo <= k) & (k <= hi))
+        assert all(iv.period == 1 for iv in intervals)
+        got = _allowed(intervals, h, q, k)
         want = mask_mod(0, torch.tensor(h), q, k)
         assert torch.equal(got, want.expand_as(got)), (name, h)
 
@@ -146,22 +157,6 @@ WITHOUT_KEY_SETS = {
 }
 
 
-def _key_set_mask(intervals, h: int, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    got = torch.zeros(q.shape[0], k.shape[1], dtype=torch.bool)
-    for iv in intervals:
-        lo = _bounds(iv.lower, torch.maximum, NO_LOWER, q, h)
-        hi = _bounds(iv.upper, torch.minimum, NO_UPPER, q, h)
-        ok = torch.ones_like(q, dtype=torch.bool)
-        for g in iv.guards:
-            ok = ok & torch.as_tensor(grid_function(g)(0, torch.tensor(h), q, 0)).expand_as(q)
-        keep = ok & (lo <= k) & (k <= hi)
-        if iv.period > 1:
-            phase = torch.as_tensor(grid_function(iv.phase)(0, torch.tensor(h), q, 0))
-            keep = keep & ((k - phase.expand_as(q)) % iv.period < iv.width)
-        got = got | keep
-    return got
-
-
 @pytest.mark.parametrize("name", sorted(WITH_KEY_SETS))
 def test_key_sets_allow_exactly_the_masks_keys(name):
     mask_mod = WITH_KEY_SETS[name]
@@ -171,7 +166,7 @@ def test_key_sets_allow_exactly_the_masks_keys(name):
     k = torch.arange(300).view(1, -1)
     for h in range(2):
         want = torch.as_tensor(mask_mod(0, torch.tensor(h), q, k)).expand(q.shape[0], 300)
-        assert torch.equal(_key_set_mask(intervals, h, q, k), want), (name, h)
+        assert torch.equal(_allowed(intervals, h, q, k), want), (name, h)
 
 
 @pytest.mark.parametrize("name", sorted(WITHOUT_KEY_SETS))
