@@ -135,14 +135,16 @@ def render_case_key_sets(mask: Node | None, masks: tuple[Node, ...],
 
     def fields(lo: str, hi: str, iv) -> str:
         if iv is None or iv.period == 1 or lo == "0" and hi == "-1":
-            return f"{lo}, {hi}, 1, 0"
-        return f"{lo}, {hi}, {iv.period}, {render_value(iv.phase, slots, aux_dtypes)}"
+            return f"{lo}, {hi}, 1, 0, 1"
+        return (f"{lo}, {hi}, {iv.period}, {render_value(iv.phase, slots, aux_dtypes)}, "
+                f"{iv.width}")
 
     out = [
         "// Each case's rows' allowed keys, where its mask has that form: the union of",
-        "// case_key_sets(C) key sets, the keys of [lo, hi] equal to phase modulo period (a",
-        "// power of two; 1: every key). A kernel may set a row's bits from them, a few",
-        "// operations a set, instead of a mask_mod_case per pair (docs/hooks.md).",
+        "// case_key_sets(C) key sets, the keys of [lo, hi] equal to phase + t modulo period",
+        "// for 0 <= t < width (a power of two; 1: every key). A kernel may set a row's bits",
+        "// from them, a few operations a set, instead of a mask_mod_case per pair",
+        "// (docs/hooks.md).",
         "#define CUBRIDGE_HOOKS_CASE_KEY_SETS 1  // (case_key_sets, kKeySetCases, case_key_set)",
         "CUBRIDGE_HD constexpr int case_key_sets(int c) {",
         "  (void)c;",
@@ -159,6 +161,6 @@ def render_case_key_sets(mask: Node | None, masks: tuple[Node, ...],
         out.append(f"  {'if' if n == 0 else '} else if'} constexpr (C == {c}) {{")
         out += ["    " + line for line in interval_returns(intervals, "KeySet", fields, slots,
                                                            aux_dtypes)]
-    empty = "return cubridge::KeySet{0, -1, 1, 0};"
+    empty = "return cubridge::KeySet{0, -1, 1, 0, 1};"
     out += ["  } else {", f"    {empty}", "  }"] if with_sets else [f"  {empty}"]
     return out + ["}", ""]

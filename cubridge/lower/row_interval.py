@@ -11,9 +11,11 @@ Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
 MAX_INTERVALS intervals have no such form; mask_mod stays for them.
 
-With `periods=True` an interval may also keep only the keys of one residue modulo a
-power of two (`(q - k) % 128 == 0`, `(k - q + 3) % 4 == 1`): a key set, whose bits a
-kernel sets as a constant comb shifted into place (key_sets, docs/hooks.md)."""
+Floor quotients of the key bound it like the key itself (`q // 64 == k // 64`: k in
+[64 (q // 64), 64 (q // 64) + 63]). With `periods=True` an interval may also keep only
+the keys of one residue, or one range of residues, modulo a power of two (`(q - k) % 128
+== 0`, `(k - q + 3) % 4 == 1`, `k % 128 >= 112`): a key set, whose bits a kernel sets
+as a constant comb shifted into place (key sets, docs/hooks.md)."""
 
 from __future__ import annotations
 
@@ -40,8 +42,9 @@ class RowInterval:
     lower: tuple[Node, ...]  # key >= each (key-free int expressions)
     upper: tuple[Node, ...]  # key <= each
     guards: tuple[Node, ...]  # key-free conditions a row needs to allow any key
-    period: int = 1  # a power of two: only keys == phase (mod period) (1: every key)
+    period: int = 1  # a power of two: only keys == phase + t (mod period), 0 <= t < width
     phase: Node | None = None  # key-free (None where period is 1)
+    width: int = 1  # residues kept a period, from phase on
 
 
 def _linear(n: Node) -> tuple[int, Node | None] | None:
@@ -159,7 +162,7 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
     lower: list[Node] = []
     upper: list[Node] = []
     guards: list[Node] = []
-    period, phase = 1, None
+    period, phase, width = 1, None, 1
     for atom in atoms:
         if KEY not in free_vars(atom):
             if not (atom.op == "const" and atom.arg is True):
@@ -169,24 +172,31 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
             chosen = _chosen(atom)
             if chosen is None or (chosen[3] > 1 and period > 1):
                 return None
-            lo, hi, guard, p, ph = chosen
+            lo, hi, guard, p, ph, w = chosen
             lower.append(lo)
             upper.append(hi)
             if guard is not None:
                 guards.append(guard)
             if p > 1:
-                period, phase = p, ph
+                period, phase, width = p, ph, w
             continue
         residue = _residue(atom)
         if residue is not None:
-            if period > 1:  # (two residues: one kernel comb each, not kept)
+            p, ph, w, guard = residue
+            if p > 1 and period > 1:  # (two residues: one kernel comb each, not kept)
                 return None
-            period, phase, guard = residue
+            if p > 1:
+                period, phase, width = p, ph, w
             if guard is not None:
                 guards.append(guard)
             continue
         if atom.op not in ("lt", "le", "gt", "ge", "eq"):
             return None
+        floor_bounds = _floor_bounds(atom)
+        if floor_bounds is not None:
+            for side, bound in floor_bounds:
+                (lower if side == "lower" else upper).append(bound)
+            continue
         x, y = (_linear(a) for a in atom.args)
         if x is None or y is None:
             return None
@@ -203,49 +213,106 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
         if offset:
             bound = apply("add", bound, const(offset))
         (lower if side == "lower" else upper).append(bound)
-    return RowInterval(tuple(lower), tuple(upper), tuple(guards), period, phase)
+    return RowInterval(tuple(lower), tuple(upper), tuple(guards), period, phase, width)
 
 
-def _residue(atom: Node) -> tuple[int, Node, Node | None] | None:
-    """(period, phase, guard) of `(c * key + r) % P == s` (c = +-1, P a power of two,
-    r and s key-free): keys == phase (mod P), where the guard (0 <= s < P) holds."""
-    if atom.op != "eq":
+_FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
+
+
+def _int_const(n: Node) -> int | None:
+    if n.op == "const" and isinstance(n.arg, int) and not isinstance(n.arg, bool):
+        return n.arg
+    return None
+
+
+def _residue(atom: Node) -> tuple[int, Node | None, int, Node | None] | None:
+    """(period, phase, width, guard) of `(c * key + r) % P OP s` (c = +-1, P a power of
+    two, r key-free; OP ==, s key-free, or an order against a constant s): keys == phase
+    + t (mod P) for 0 <= t < width, where the guard (0 <= s < P for a key-free s) holds.
+    Period 1: the atom holds for every key."""
+    if atom.op not in _FLIPPED:
         return None
-    x, s = atom.args
-    if x.op != "mod":
-        x, s = s, x
+    op, (x, s) = atom.op, atom.args
+    if KEY not in free_vars(x):
+        op, x, s = _FLIPPED[op], s, x
     if x.op != "mod" or KEY in free_vars(s) or s.dtype != DType.INT:
         return None
     dividend, divisor = x.args
-    p = divisor.arg if divisor.op == "const" else None
-    if not (isinstance(p, int) and not isinstance(p, bool) and 2 <= p < 2**30 and
-            p & (p - 1) == 0):
+    p = _int_const(divisor)
+    if p is None or not (2 <= p < 2**30 and p & (p - 1) == 0):
         return None
     lin = _linear(dividend)
     if lin is None or lin[0] not in (1, -1):
         return None
     c, r = lin
     guard = None
-    if s.op == "const":
-        if not 0 <= s.arg < p:  # (a floor modulo is never that)
+    sc = _int_const(s)
+    if op == "eq":
+        if sc is not None and not 0 <= sc < p:  # (a floor modulo is never that)
             return None
+        if sc is None:
+            guard = apply("and", apply("ge", s, const(0)), apply("lt", s, const(p)))
+        lo = hi = s
+        width = 1
     else:
-        guard = apply("and", apply("ge", s, const(0)), apply("lt", s, const(p)))
-    # c key + r == s (mod P), so key == c (s - r)
-    diff = s if r is None else apply("sub", s, r)
-    return p, simplify(diff if c == 1 else apply("neg", diff)), guard
+        if sc is None:
+            return None
+        lo_c, hi_c = {"lt": (0, sc - 1), "le": (0, sc), "gt": (sc + 1, p - 1),
+                      "ge": (sc, p - 1)}[op]
+        lo_c, hi_c = max(lo_c, 0), min(hi_c, p - 1)
+        if lo_c > hi_c:
+            return None  # (never: mask_mod keeps it)
+        if lo_c == 0 and hi_c == p - 1:
+            return 1, None, 1, None
+        lo, hi, width = const(lo_c), const(hi_c), hi_c - lo_c + 1
+    # c key + r in [lo, hi] (mod P): key == lo - r + t for c = 1, r - hi + t for c = -1
+    if c == 1:
+        phase = lo if r is None else apply("sub", lo, r)
+    else:
+        phase = apply("neg", hi) if r is None else apply("sub", r, hi)
+    return p, simplify(phase), width, guard
 
 
-def _chosen(atom: Node) -> tuple[Node, Node, Node | None, int, Node | None] | None:
-    """Bounds, guard, period and phase of `where(c, a, b)`, c key-free and a, b one
-    interval each of the same period: each is c's choice of the two sides'."""
+def _floor_bounds(atom: Node) -> list[tuple[str, Node]] | None:
+    """The key bounds of `(c * key + r) // P OP m` (c = +-1, P a positive constant, m
+    key-free): a floor quotient's bounds are bounds on its dividend (x // P <= m: x <=
+    P m + P - 1; x // P >= m: x >= P m)."""
+    op, (x, m) = atom.op, atom.args
+    if KEY not in free_vars(x):
+        op, x, m = _FLIPPED[op], m, x
+    if x.op != "floordiv" or KEY in free_vars(m) or m.dtype != DType.INT:
+        return None
+    p = _int_const(x.args[1])
+    lin = _linear(x.args[0])
+    if p is None or p <= 0 or lin is None or lin[0] not in (1, -1):
+        return None
+    c, r = lin
+    pm = apply("mul", const(p), m)
+    on_x = {"le": [("upper", p - 1)], "lt": [("upper", -1)], "ge": [("lower", 0)],
+            "gt": [("lower", p)], "eq": [("lower", 0), ("upper", p - 1)]}[op]
+    out = []
+    for side, offset in on_x:
+        xb = apply("add", pm, const(offset)) if offset else pm  # x OP xb
+        if c == 1:  # key OP xb - r
+            out.append((side, simplify(xb if r is None else apply("sub", xb, r))))
+        else:  # -key + r OP xb: key (flipped) r - xb
+            flipped = "lower" if side == "upper" else "upper"
+            out.append((flipped, simplify(apply("neg", xb) if r is None else
+                                          apply("sub", r, xb))))
+    return out
+
+
+def _chosen(atom: Node) -> tuple[Node, Node, Node | None, int, Node | None, int] | None:
+    """Bounds, guard, period, phase and width of `where(c, a, b)`, c key-free and a, b
+    one interval each of the same period and width: each is c's choice of the two
+    sides'."""
     c, a, b = atom.args
     sides = [_interval(terms[0]) for terms in (_disjuncts(a), _disjuncts(b))
              if terms is not None and len(terms) == 1]
     if len(sides) != 2 or None in sides:
         return None
     ia, ib = sides
-    if ia.period != ib.period:  # (a period chosen at run time: no constant comb)
+    if (ia.period, ia.width) != (ib.period, ib.width):  # (no constant comb at run time)
         return None
 
     def folded(bounds: tuple[Node, ...], op: str, empty: int) -> Node:
@@ -264,7 +331,7 @@ def _chosen(atom: Node) -> tuple[Node, Node, Node | None, int, Node | None] | No
     hi = choose(folded(ia.upper, "min", NO_UPPER), folded(ib.upper, "min", NO_UPPER))
     g = choose(guard(ia), guard(ib)) if ia.guards or ib.guards else None
     phase = choose(ia.phase, ib.phase) if ia.period > 1 else None  # type: ignore[arg-type]
-    return lo, hi, g, ia.period, phase
+    return lo, hi, g, ia.period, phase, ia.width
 
 
 def _fold(bounds: tuple[Node, ...], fn: str, empty: int, slots: Mapping[str, int],

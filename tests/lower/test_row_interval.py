@@ -45,7 +45,7 @@ def _allowed(intervals, h: int, q: torch.Tensor, k: torch.Tensor) -> torch.Tenso
         keep = ok & (lo <= k) & (k <= hi)
         if iv.period > 1:
             phase = torch.as_tensor(grid_function(iv.phase)(0, torch.tensor(h), q, 0))
-            keep = keep & ((k - phase.expand_as(q)) % iv.period == 0)
+            keep = keep & ((k - phase.expand_as(q)) % iv.period < iv.width)
         got = got | keep
     return got
 
@@ -77,12 +77,17 @@ WITH_INTERVAL = {
     "negated_conjunction": lambda b, h, q, k: ~((k < q - 20) & (k >= 5)) & (k <= q),
     # a choice by the key between intervals: (c & a) | (~c & b)
     "sinks_by_where": lambda b, h, q, k: torch.where(k < 4, k <= q, (q - k >= 0) & (q - k < 40)),
+    # floor quotients of the key bound it (any positive divisor, either sign)
+    "blockwise": lambda b, h, q, k: k // 16 <= q // 16,
+    "same_block": lambda b, h, q, k: (q // 64 == k // 64) & (k <= q),
+    "quotients_of_offsets": lambda b, h, q, k: ((k + 5) // 12 > q // 12 - 3) &
+    ((q - k) // 7 >= -2),
+    "strict_quotient_bounds": lambda b, h, q, k: ((k - q) // 3 < 4) & (q // 10 < (k + 1) // 10),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
     "union_with_a_gap": lambda b, h, q, k: (q >= k) & ((q - k < 64) | ((k % 16) == 0)),
     "dilated": lambda b, h, q, k: (q >= k) & ((q - k) % 2 == 0),
-    "blockwise": lambda b, h, q, k: k // 16 <= q // 16,
     "two_keys": lambda b, h, q, k: 2 * k <= q,  # (a key coefficient other than +-1)
     "scaled": lambda b, h, q, k: 2 * q - 2 * k + 1 > 0,  # (an interval, not recognised)
     "not_equal": lambda b, h, q, k: k != q,
@@ -140,6 +145,12 @@ WITH_KEY_SETS = {
     "residue_per_row": lambda b, h, q, k: (q >= k) & ((q - k) % 8 == q % 8),
     "residue_and_window": lambda b, h, q, k: (q - k < 300) & (k <= q) & ((k - q) % 32 == 5)
     | (k < 3),
+    # ranges of residues (Sparse Transformer's "fixed" summary keys: k % 64 >= 56)
+    "fixed_pattern": lambda b, h, q, k: (q >= k) & ((q // 64 == k // 64) | (k % 64 >= 56)),
+    "band_each_period": lambda b, h, q, k: ((q - k) % 256 < 40) & (k <= q),
+    "range_of_keys_ahead": lambda b, h, q, k: ((k - q + 3) % 16 > 10) & (k < q + 90),
+    "range_written_backwards": lambda b, h, q, k: (5 >= (k + q) % 8) & (k > 7),
+    "every_residue": lambda b, h, q, k: ((q - k) % 4 <= 3) & (k <= q),
     "chosen_phase": lambda b, h, q, k: torch.where(h % 2 == 1, (q - k) % 64 == 0,
                                                    (q - k) % 64 == 1) & (k <= q),
     "plain_intervals_too": lambda b, h, q, k: (q >= k) & (q - k < 100),
@@ -149,6 +160,8 @@ WITHOUT_KEY_SETS = {
     "two_residues": lambda b, h, q, k: ((q - k) % 2 == 0) & ((q - k) % 8 == 4),
     "scaled_key": lambda b, h, q, k: (2 * k) % 4 == 0,
     "not_equal": lambda b, h, q, k: (q - k) % 4 != 0,
+    "range_against_a_row_value": lambda b, h, q, k: (q - k) % 64 < q % 64,
+    "no_residue": lambda b, h, q, k: ((q - k) % 8 > 9) & (k <= q),
     "period_chosen_per_head": lambda b, h, q, k: torch.where(h % 2 == 1, (q - k) % 64 == 0,
                                                              q - k < 9),
 }
@@ -169,6 +182,15 @@ def test_key_sets_allow_exactly_the_masks_keys(name):
 @pytest.mark.parametrize("name", sorted(WITHOUT_KEY_SETS))
 def test_masks_without_key_sets_get_none(name):
     assert row_intervals(_node(WITHOUT_KEY_SETS[name]), periods=True) is None
+
+
+def test_a_range_of_residues_is_one_key_set_of_that_width():
+    (iv,) = row_intervals(_node(WITH_KEY_SETS["band_each_period"]), periods=True)
+    assert (iv.period, iv.width) == (256, 40)
+    fixed = row_intervals(_node(WITH_KEY_SETS["fixed_pattern"]), periods=True)
+    assert sorted((iv.period, iv.width) for iv in fixed) == [(1, 1), (64, 8)]
+    (every,) = row_intervals(_node(WITH_KEY_SETS["every_residue"]), periods=True)
+    assert every.period == 1  # (the atom holds for every key)
 
 
 def test_plain_row_intervals_keep_no_residue():

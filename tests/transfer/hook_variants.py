@@ -135,6 +135,22 @@ def residue_keys(b, h, q, k):
                        (q >= k) & ((q - k) % 256 == 7))
 
 
+def sparse_fixed(b, h, q, k):
+    # Sparse Transformer's "fixed" pattern: the keys of the query's own 64-key block
+    # (floor quotients bound the key) and each block's last 8 keys (a range of residues
+    # modulo 64), causal
+    return (q >= k) & ((q // 64 == k // 64) | (k % 64 >= 56))
+
+
+def residue_ranges(b, h, q, k):
+    # ranges of residues per head: a band of 40 in every 256 keys behind (two runs a
+    # block), keys ahead with (k - q + 3) % 16 in 11..15, and every key with k % 4 < 2
+    # among the first 300
+    return torch.where(h % 2 == 0,
+                       ((q - k) % 256 < 40) & (k <= q) | ((k - q + 3) % 16 > 10) & (k < q + 90),
+                       ((k % 4) < 2) & (k < 300) & (k <= q + 3))
+
+
 def causal_in_score_mod(score, b, h, q, k, *, slope):
     # FlexAttention's own example form: the mask written as -inf in score_mod (the
     # plan lifts the condition into the mask, transfer/score_masks.py)
@@ -297,6 +313,8 @@ VARIANTS: dict[str, Spec] = {
         make_spec("window_per_head", window_per_head),
         make_spec("strided_heads", strided_heads),
         make_spec("residue_keys", residue_keys),
+        make_spec("sparse_fixed", sparse_fixed),
+        make_spec("residue_ranges", residue_ranges),
         make_spec("causal_in_score_mod", None, causal_in_score_mod),
         make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),

@@ -28,13 +28,15 @@ struct KeyInterval {
   int hi;
 };
 
-// The keys of [lo, hi] equal to phase modulo period (a power of two; 1: every key),
-// where a mask allows each row a union of such sets (case_key_set); lo > hi: none.
+// The keys of [lo, hi] equal to phase + t modulo period for 0 <= t < width (period a
+// power of two; 1: every key), where a mask allows each row a union of such sets
+// (case_key_set); lo > hi: none.
 struct KeySet {
   int lo;
   int hi;
   int period;
   int phase;
+  int width;
 };
 
 constexpr int kMaxAux = 8;

@@ -1125,8 +1125,13 @@ __device__ __forceinline__ uint32_t interval_bits(int lo, int hi, int k_first) {
 // 8j == phase - k_first - e (mod period): none unless that is 0 modulo 8 (or the
 // period is at most 8: every j), else every j equal to it / 8 modulo period / 8, a
 // constant comb of bits shifted into place.
-__device__ __forceinline__ uint32_t period_bits(int period, int phase, int k_first) {
+// A range of residues (width > 1: keys phase + t, 0 <= t < width): period_range_bits.
+__device__ __forceinline__ uint32_t period_range_bits(int period, int phase, int width,
+                                                      int k_first);
+__device__ __forceinline__ uint32_t period_bits(int period, int phase, int width,
+                                                int k_first) {
   if (period <= 1) return 0xffffffffu;
+  if (width > 1) return period_range_bits(period, phase, width, k_first);
   const int j_period = period > 8 ? period / 8 : 1;
   uint32_t comb = 0u;  // bit 2j for every j == 0 (mod j_period)
 #pragma unroll
@@ -1137,6 +1142,43 @@ __device__ __forceinline__ uint32_t period_bits(int period, int phase, int k_fir
     const int u = (phase - k_first - e) & (period - 1);  // (two's complement: floor mod)
     const int shift = 2 * (u >> 3);
     w |= ((u & 7) == 0 && shift < 32 ? comb << shift : 0u) << e;
+  }
+  return w;
+}
+
+// The bits of a row's pairs whose key is phase + t modulo period, 0 <= t < width (all
+// constants but phase once inlined). A period of a block or more holds at most two runs
+// of such keys in the block: two intervals. A shorter one (16 to 64) repeats in the
+// thread's 16 columns of a parity e every period / 8: column 8j + e's key is one where
+// 8j lies in [a, a + width) modulo period (a = phase - k_first - e), n consecutive j from
+// j0 = ceil(a / 8), a run of n bits copied every period / 8 j (times the comb) and
+// rotated into place (a periodic word's shift is a rotation). At most 8: every j or none.
+__device__ __forceinline__ uint32_t period_range_bits(int period, int phase, int width,
+                                                      int k_first) {
+  if (period >= kBlockN) {
+    const int s = k_first + ((phase - k_first) & (period - 1));  // the first run's start
+    return interval_bits(s, s + width - 1, k_first) |
+           interval_bits(s - period, s - period + width - 1, k_first);
+  }
+  uint32_t w = 0u;
+  if (period <= 8) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      w |= (((k_first + e - phase) & (period - 1)) < width ? 0x55555555u : 0u) << e;
+    return w;
+  }
+  const int j_period = period / 8;
+  uint32_t comb = 0u;  // bit 2j for every j == 0 (mod j_period), all 16 j: periodic
+#pragma unroll
+  for (int j = 0; j < 16; ++j) comb |= j % j_period == 0 ? 1u << (2 * j) : 0u;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int a = (phase - k_first - e) & (period - 1);
+    const int n = ((a + width - 1) >> 3) - ((a + 7) >> 3) + 1;  // multiples of 8 in range
+    const int j0 = ((a + 7) >> 3) & (j_period - 1);
+    const uint32_t run = n >= j_period ? 0x55555555u : ((1u << (2 * n)) - 1u) & 0x55555555u;
+    const uint32_t spread = n >= j_period ? run : run * comb;
+    w |= __funnelshift_l(spread, spread, 2 * j0) << e;
   }
   return w;
 }
@@ -1255,7 +1297,7 @@ __device__ __forceinline__ KeySet case_key_set(int i, int b, int h, int q, const
 __device__ __forceinline__ constexpr int case_key_sets(int) { return 0; }
 template <int C>
 __device__ __forceinline__ KeySet case_key_set(int, int, int, int, const AuxArgs&) {
-  return {0, -1, 1, 0};
+  return {0, -1, 1, 0, 1};
 }
 #endif
 
@@ -1364,7 +1406,7 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
         const KeySet r = case_key_set<kSetCase>(i, b, h, qc[half], p.aux);
         const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
         w |= interval_bits(r.lo, hi, k_base + pos.col0) &
-             period_bits(r.period, r.phase, k_base + pos.col0);
+             period_bits(r.period, r.phase, r.width, k_base + pos.col0);
       }
       const bool row_in = !kTail || q[half] < p.seqlen_q;
       word[half] = row_in ? w : 0u;
