@@ -24,6 +24,7 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
+from cubridge.lower.key_groups import render_key_group
 from cubridge.lower.key_runs import render_key_runs
 from cubridge.lower.mask_cases import render_mask_cases
 from cubridge.lower.mask_tables import TABLE_DTYPE, MaskTable, mask_table
@@ -102,7 +103,8 @@ class HookHeader:
 
         def constant(name: str) -> int:
             define = {"kRowIntervals": "ROW_INTERVALS", "kRunIntervals": "KEY_RUNS",
-                      "kMaskCases": "MASK_CASES", "kKeySetCases": "CASE_KEY_SETS"}[name]
+                      "kMaskCases": "MASK_CASES", "kKeySetCases": "CASE_KEY_SETS",
+                      "kKeyGroup": "KEY_GROUP"}[name]
             if kernel_source is not None and f"CUBRIDGE_HOOKS_{define}" not in kernel_source:
                 return 0 if name != "kMaskCases" else 1
             found = re.search(rf"constexpr int {name} = (\d+);", self.text)
@@ -117,6 +119,8 @@ class HookHeader:
             where = f"in {key_set_cases} of {cases} mask cases" if cases > 1 else "a row"
             return f"key sets ({where})" + (", mask_mod per pair in the others"
                                              if key_set_cases < cases else "")
+        if constant("kKeyGroup"):
+            return f"key groups of {constant('kKeyGroup')} (mask_mod once a group)"
         if self.mask_table is not None:
             return "mask table"
         return "mask_mod per pair" + (f" ({cases} mask cases)" if cases > 1 else "")
@@ -453,6 +457,7 @@ def generate_header(plan: HookPlan, pair_codes: bool = True,
     parts += render_mask_cases(mask, slot_of, dtypes)
     parts.append(render_row_interval(mask, slot_of, dtypes))
     parts.append(render_key_runs(mask, slot_of, dtypes))
+    parts.append(render_key_group(mask))
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":

@@ -28,7 +28,8 @@ from cubridge.kernels.library import LibraryKernel
 SPILL_FALLBACKS = (("CUBRIDGE_KEEP_MAX_BY_SUMS", None),
                    ("CUBRIDGE_ROW_INTERVAL_BITS", "kRowIntervals"),
                    ("CUBRIDGE_KEY_RUN_BITS", "kRunIntervals"),
-                   ("CUBRIDGE_KEY_SET_BITS", "kKeySetCases"))
+                   ("CUBRIDGE_KEY_SET_BITS", "kKeySetCases"),
+                   ("CUBRIDGE_KEY_GROUP_BITS", "kKeyGroup"))
 
 
 def _header_constant(hooks_header: str, name: str) -> int:
