@@ -30,6 +30,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -177,6 +178,12 @@ class KernelBuild:
     def dims(self) -> tuple[int, int]:
         """(QK head dim, V head dim)."""
         return self.head_dim, self.head_dim if self.head_dim_v is None else self.head_dim_v
+
+
+def header_constant(hooks_header: str, name: str) -> int:
+    """`constexpr int name = N;` of a generated hooks header (0 where it has none)."""
+    found = re.search(rf"constexpr int {name} = (\d+);", hooks_header)
+    return int(found.group(1)) if found else 0
 
 
 def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:

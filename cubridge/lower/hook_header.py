@@ -8,7 +8,6 @@ the block tables for data-dependent masks.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
+from cubridge.kernels.library import header_constant
 from cubridge.lower.cuda_render import (
     AUX_C_TYPES,
     int_interval_scalars,
@@ -97,7 +97,8 @@ class HookHeader:
     def mask_form(self, kernel_source: str | None = None) -> str:
         """How a kernel sets a masked block's bits from this header: the fastest form
         the header offers that the kernel's source takes (its `CUBRIDGE_HOOKS_*`
-        tests; None: every form), in fa_sm90's order of preference."""
+        tests; None: every form), fastest first: row intervals, key runs, key sets, key
+        groups, then mask_mod per pair (a mask table's read being mask_mod's)."""
         if not self.plan.mask:
             return "no mask_mod"
 
@@ -107,8 +108,7 @@ class HookHeader:
                       "kKeyGroup": "KEY_GROUP"}[name]
             if kernel_source is not None and f"CUBRIDGE_HOOKS_{define}" not in kernel_source:
                 return 0 if name != "kMaskCases" else 1
-            found = re.search(rf"constexpr int {name} = (\d+);", self.text)
-            return int(found.group(1)) if found else 0
+            return header_constant(self.text, name)
 
         cases, key_set_cases = constant("kMaskCases"), constant("kKeySetCases")
         if constant("kRowIntervals"):

@@ -154,14 +154,11 @@ def render_case_key_sets(mask: Node | None, masks: tuple[Node, ...],
         "const AuxArgs& aux) {",
         "  (void)i; (void)b; (void)h; (void)q; (void)aux;",
     ]
-    for c, intervals in enumerate(sets):
-        if not intervals:
-            continue
-        out.append(f"  {'if' if out[-1].startswith('  (void)') else '} else if'} "
-                   f"constexpr (C == {c}) {{")
+    with_sets = [(c, intervals) for c, intervals in enumerate(sets) if intervals]
+    for n, (c, intervals) in enumerate(with_sets):
+        out.append(f"  {'if' if n == 0 else '} else if'} constexpr (C == {c}) {{")
         out += ["    " + line for line in interval_returns(intervals, "KeySet", fields, slots,
                                                            aux_dtypes)]
     empty = "return cubridge::KeySet{0, -1, 1, 0};"
-    out += (["  } else {", f"    {empty}", "  }"] if out[-1].startswith("    ") or
-            not out[-1].startswith("  (void)") else [f"  {empty}"])
+    out += ["  } else {", f"    {empty}", "  }"] if with_sets else [f"  {empty}"]
     return out + ["}", ""]

@@ -113,11 +113,7 @@ def test_each_case_with_key_sets_says_so_and_whole_row_intervals_give_none():
 
 
 def test_the_header_names_the_form_a_kernel_sets_the_mask_bits_by():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transfer"))
-    from hook_variants import VARIANTS
+    from hook_variants import VARIANTS  # (tests/lower/conftest.py puts it on the path)
 
     from cubridge.kernels import get_kernel
     from cubridge.lower.hook_header import generate_header

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from cubridge.build.errors import CompileError, UnsupportedArchError
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.kernels.abi import Launch
 from cubridge.kernels.fa_sm90.launch import ROWS_PER_CONSUMER, sm90_launch
-from cubridge.kernels.library import LibraryKernel
+from cubridge.kernels.library import LibraryKernel, header_constant
 
 # The register-hungry fast paths a generated variant past the spill budget may drop
 # (fa_sm90.cu's switches), each with the header constant that, when positive, makes
@@ -32,17 +31,11 @@ SPILL_FALLBACKS = (("CUBRIDGE_KEEP_MAX_BY_SUMS", None),
                    ("CUBRIDGE_KEY_GROUP_BITS", "kKeyGroup"))
 
 
-def _header_constant(hooks_header: str, name: str) -> int:
-    """`constexpr int name = N;` of a generated header (0 where it has none)."""
-    found = re.search(rf"constexpr int {name} = (\d+);", hooks_header)
-    return int(found.group(1)) if found else 0
-
-
 def spill_fallbacks(hooks_header: str) -> list[dict[str, int]]:
     """The defines to build a spilling variant with, in order: each fast path its
     header takes turned off alone, then all of them."""
     paths = [define for define, constant in SPILL_FALLBACKS
-             if constant is None or _header_constant(hooks_header, constant) > 0]
+             if constant is None or header_constant(hooks_header, constant) > 0]
     return [{p: 0} for p in paths] + ([{p: 0 for p in paths}] if len(paths) > 1 else [])
 
 
