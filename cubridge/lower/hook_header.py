@@ -24,6 +24,7 @@ from cubridge.lower.cuda_render import (
     render_int_interval,
     render_interval,
 )
+from cubridge.lower.key_groups import render_key_group
 from cubridge.lower.key_runs import render_key_runs
 from cubridge.lower.mask_cases import render_mask_cases
 from cubridge.lower.mask_tables import TABLE_DTYPE, MaskTable, mask_table
@@ -96,14 +97,15 @@ class HookHeader:
     def mask_form(self, kernel_source: str | None = None) -> str:
         """How a kernel sets a masked block's bits from this header: the fastest form
         the header offers that the kernel's source takes (its `CUBRIDGE_HOOKS_*`
-        tests; None: every form), fastest first: row intervals, key runs, key sets,
-        then mask_mod per pair (a mask table's read being mask_mod's)."""
+        tests; None: every form), fastest first: row intervals, key runs, key sets, key
+        groups, then mask_mod per pair (a mask table's read being mask_mod's)."""
         if not self.plan.mask:
             return "no mask_mod"
 
         def constant(name: str) -> int:
             define = {"kRowIntervals": "ROW_INTERVALS", "kRunIntervals": "KEY_RUNS",
-                      "kMaskCases": "MASK_CASES", "kKeySetCases": "CASE_KEY_SETS"}[name]
+                      "kMaskCases": "MASK_CASES", "kKeySetCases": "CASE_KEY_SETS",
+                      "kKeyGroup": "KEY_GROUP"}[name]
             if kernel_source is not None and f"CUBRIDGE_HOOKS_{define}" not in kernel_source:
                 return 0 if name != "kMaskCases" else 1
             return header_constant(self.text, name)
@@ -117,6 +119,8 @@ class HookHeader:
             where = f"in {key_set_cases} of {cases} mask cases" if cases > 1 else "a row"
             return f"key sets ({where})" + (", mask_mod per pair in the others"
                                              if key_set_cases < cases else "")
+        if constant("kKeyGroup"):
+            return f"key groups of {constant('kKeyGroup')} (mask_mod once a group)"
         if self.mask_table is not None:
             return "mask table"
         return "mask_mod per pair" + (f" ({cases} mask cases)" if cases > 1 else "")
@@ -453,6 +457,7 @@ def generate_header(plan: HookPlan, pair_codes: bool = True,
     parts += render_mask_cases(mask, slot_of, dtypes)
     parts.append(render_row_interval(mask, slot_of, dtypes))
     parts.append(render_key_runs(mask, slot_of, dtypes))
+    parts.append(render_key_group(mask))
     activation = {"softmax": "s;  // unused: softmax normaliser",
                   "sigmoid": "detail::fast_sigmoid(s);", "relu": "s > 0.0f ? s : 0.0f;"}
     if plan.normalizer == "sigmoid":

@@ -425,3 +425,30 @@ def test_key_set_masks_set_their_bits_from_the_sets_without_spills(name):
             assert res.spill_bytes == 0 and res.stack_frame_bytes == 0, res
             assert not PTXAS_NOTES.findall(compiled.log), PTXAS_NOTES.findall(compiled.log)
     assert sizes[1] < 0.85 * sizes[0], sizes
+
+
+@pytest.mark.slow  # nvcc builds
+@pytest.mark.nvcc
+def test_a_mask_read_by_key_group_is_evaluated_once_a_group_without_spills():
+    """random_blocks (BigBird on 32-key blocks: a random-block table read at [h, q // 32,
+    k // 32]) read its table per pair and spilled 492 B; evaluated once a 32-key group
+    (lower/key_groups.py) it builds clean."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transfer"))
+    from hook_variants import VARIANTS
+
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.transfer.hooks import plan_hooks
+
+    header = generate_header(plan_hooks(VARIANTS["random_blocks"])).text
+    assert "constexpr int kKeyGroup = 32;" in header
+    base = fa_sm90.compile_defines(128, torch.bfloat16)
+    spills = {}
+    for on in (1, 0):
+        compiled = fa_sm90.compile_source(None, "sm_90a", header,
+                                          {**base, "CUBRIDGE_KEY_GROUP_BITS": on})
+        spills[on] = compiled.resources_of(fa_sm90.entry).spill_bytes
+        if on:
+            assert not PTXAS_NOTES.findall(compiled.log), PTXAS_NOTES.findall(compiled.log)
+    assert spills[1] == 0 and spills[0] > 160, spills

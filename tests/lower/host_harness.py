@@ -140,6 +140,7 @@ __global__ void probe_{i}(cubridge::AuxArgs aux, float* out) {{
            ? static_cast<float>(mask_case(0, 0, aux)) : 0.0f;
   s += kKeySetCases > 0 && case_key_sets(0) > 0 ? static_cast<float>(
        case_key_set<0>(0, 0, 0, q, aux).phase) : 0.0f;
+  s += static_cast<float>(kKeyGroup);
   out[q * 64 + k] = s;
 }}"""]
     workdir.mkdir(parents=True, exist_ok=True)

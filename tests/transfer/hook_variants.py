@@ -185,6 +185,19 @@ def tree_mask(b, h, q, k, *, ancestors):
     return (k < TREE_PREFIX) | tree & ancestors[q, (k - TREE_PREFIX).clamp(0, TREE_NODES - 1)]
 
 
+def random_blocks(b, h, q, k, *, rand_blocks):
+    # BigBird (ITC) on 32-key blocks: neighbour blocks, a global first block and random
+    # blocks per head from a table; the key only as k // 32 (and k // 64): key groups
+    qb, kb = q // 32, k // 32
+    return ((qb - kb).abs() <= 1) | (qb == 0) | (k // 64 == 0) | rand_blocks[h, qb, kb]
+
+
+def random_blocks_aux(s: int, hq: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """random_blocks' table: ~3 random key blocks a query block and head."""
+    nb = (s + 31) // 32
+    return {"rand_blocks": torch.rand(hq, nb, nb, generator=gen) < min(1.0, 3.0 / nb)}
+
+
 def tree_aux(s: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """tree_mask's ancestors: a bool row of tree nodes per query."""
     return {"ancestors": torch.rand(s, TREE_NODES, generator=gen) < 0.3}
@@ -240,6 +253,8 @@ def _mk_aux(shape: Shape, gen: torch.Generator, device: torch.device, *,
         aux.update(pair_mask_aux(s, shape.hq, bsz, gen))
     if "ancestors" in names:
         aux.update(tree_aux(s, gen))
+    if "rand_blocks" in names:
+        aux.update(random_blocks_aux(s, shape.hq, gen))
     return {n: t.to(device) for n, t in aux.items() if n in names}
 
 
@@ -321,6 +336,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("half_precision_reads", half_gate, half_precision_reads),
         make_spec("pair_masks", pair_masks),
         make_spec("tree_mask", tree_mask),
+        make_spec("random_blocks", random_blocks),
         make_spec("row_factor_signs", causal, row_factor_signs),
     ]
 }

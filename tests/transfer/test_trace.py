@@ -7,7 +7,13 @@ import math
 
 import pytest
 import torch
-from hook_variants import VARIANTS, half_precision_aux, pair_mask_aux, tree_aux
+from hook_variants import (
+    VARIANTS,
+    half_precision_aux,
+    pair_mask_aux,
+    random_blocks_aux,
+    tree_aux,
+)
 
 from cubridge.transfer import expr
 from cubridge.transfer.expr import DType
@@ -36,6 +42,7 @@ def _aux():
         **half_precision_aux(max(SQ, SK), H, g),
         **pair_mask_aux(max(SQ, SK), H, B, g),
         **tree_aux(max(SQ, SK), g),
+        **random_blocks_aux(max(SQ, SK), H, g),
     }
 
 

@@ -1301,6 +1301,21 @@ __device__ __forceinline__ KeySet case_key_set(int, int, int, int, const AuxArgs
 }
 #endif
 
+// Key groups (docs/hooks.md): a mask that reads the key only as k // G (BigBird's
+// blocks, a random-block table) is the same for every key of an aligned group of G: its
+// bits are set a group at a time from one evaluation at the group's first key (two a row
+// for 64-key groups where the per-pair loop made 32). (CUBRIDGE_KEY_GROUP_BITS=0 turns it
+// off: A/B and the spill fallback.)
+#ifndef CUBRIDGE_KEY_GROUP_BITS
+#define CUBRIDGE_KEY_GROUP_BITS 1
+#endif
+#if defined(CUBRIDGE_HOOKS_KEY_GROUP) && CUBRIDGE_KEY_GROUP_BITS
+constexpr int kKeyGroup = hooks::kKeyGroup < 8 ? 0
+                          : hooks::kKeyGroup < kBlockN ? hooks::kKeyGroup : kBlockN;
+#else
+constexpr int kKeyGroup = 0;
+#endif
+
 // f(MaskCase<c>{}) for the runtime case c (one branch a block; kCases straight-line copies).
 template <int kCases, int C = 0, class F>
 __device__ __forceinline__ void with_mask_case(int c, F&& f) {
@@ -1440,6 +1455,36 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
       bits[1] = all_masked ? 0u : word[1];
       return;
     }
+  }
+  if constexpr (kKeyGroup > 0 && !kMaskStaged) {
+    constexpr int kGroupBits = kKeyGroup / 4;  // a thread's columns of one group
+    constexpr uint32_t kGroupMask = kGroupBits >= 32 ? 0xffffffffu : (1u << kGroupBits) - 1u;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t w = 0u;
+#pragma unroll
+      for (int g = 0; g < kBlockN / kKeyGroup; ++g) {
+        const int k = k_base + g * kKeyGroup;  // (aligned: k_base is a multiple of kBlockN)
+        const int kc = kTail ? min(k, p.seqlen_k - 1) : k;
+        bool allowed;
+        if constexpr (kCase >= 0) {
+          allowed = mask_mod_in_case<kCase>(b, h, qc[half], kc, Staged{&rows.v[half][0], 1},
+                                            Staged{keys + (kc - k_base), kBlockN}, p.aux);
+        } else if constexpr (kStagedMask) {
+          allowed = mask_mod_staged(b, h, qc[half], kc, Staged{&rows.v[half][0], 1},
+                                    Staged{keys + (kc - k_base), kBlockN}, p.aux);
+        } else {
+          allowed = hooks::mask_mod(b, h, qc[half], kc, p.aux);
+        }
+        w |= allowed ? kGroupMask << (g * kGroupBits) : 0u;
+      }
+      if constexpr (kTail) w &= interval_bits(0, p.seqlen_k - 1, k_base + pos.col0);
+      const bool row_in = !kTail || q[half] < p.seqlen_q;
+      word[half] = row_in ? w : 0u;
+    }
+    bits[0] = all_masked ? 0u : word[0];
+    bits[1] = all_masked ? 0u : word[1];
+    return;
   }
   const int k_first = key_first_column(k_base, pos);
   if constexpr (kMaskStaged) {

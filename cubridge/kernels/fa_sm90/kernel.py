@@ -27,7 +27,8 @@ from cubridge.kernels.library import LibraryKernel, header_constant
 SPILL_FALLBACKS = (("CUBRIDGE_KEEP_MAX_BY_SUMS", None),
                    ("CUBRIDGE_ROW_INTERVAL_BITS", "kRowIntervals"),
                    ("CUBRIDGE_KEY_RUN_BITS", "kRunIntervals"),
-                   ("CUBRIDGE_KEY_SET_BITS", "kKeySetCases"))
+                   ("CUBRIDGE_KEY_SET_BITS", "kKeySetCases"),
+                   ("CUBRIDGE_KEY_GROUP_BITS", "kKeyGroup"))
 
 
 def spill_fallbacks(hooks_header: str) -> list[dict[str, int]]:
