@@ -46,6 +46,22 @@ def _clamp_collapses(n: Node, inner: str) -> bool:
     return x.args[1].arg >= outer.arg if inner == "max" else outer.arg >= x.args[1].arg
 
 
+def _fmod_zero_test(n: Node) -> Node | None:
+    """fmod(x, y) == 0 (or != 0) as x % y == 0: the traced integer fmod is
+    where(x % y != 0 & <signs differ>, x % y - y, x % y), and x % y - y is never 0
+    (|x % y| < |y|), so the C remainder is 0 exactly where the floor modulo is: a
+    divisibility test keeps the form the mask analyses know (a key set)."""
+    w, zero = n.args
+    if not (_zero(zero) and zero.dtype == DType.INT and w.op == "where"
+            and w.dtype == DType.INT):
+        return None
+    cond, fixed, rem = w.args
+    if not (rem.op == "mod" and fixed.op == "sub" and fixed.args == (rem, rem.args[1])
+            and cond.op == "and" and cond.args[0] == Node("ne", DType.BOOL, (rem, zero))):
+        return None
+    return Node(n.op, DType.BOOL, (rem, zero))
+
+
 Rule = tuple[str, Callable[[Node], Node | None]]
 
 RULES: list[Rule] = [
@@ -78,6 +94,9 @@ RULES: list[Rule] = [
         else None),
     ("max", lambda n: n.args[1] if n.dtype == DType.INT and _clamp_collapses(n, "min")
         else None),
+    # torch.fmod(x, y) == 0 / != 0 (traced as a floor modulo with a sign fix-up)
+    ("eq", _fmod_zero_test),
+    ("ne", _fmod_zero_test),
     # select with a known condition or equal branches
     ("where", lambda n: (n.args[1] if n.args[0].arg else n.args[2]) if _is_const(n.args[0])
         else None),

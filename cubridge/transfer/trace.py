@@ -88,6 +88,8 @@ def _lift(x: object) -> Node:
     """A traced value or a Python/torch scalar as a node."""
     if isinstance(x, Sym):
         return x.node
+    if isinstance(x, Node):  # (handlers that compose ops pass nodes)
+        return x
     if isinstance(x, bool | int | float):
         return expr.const(x)
     if isinstance(x, torch.Tensor) and x.numel() == 1 and x.dim() == 0:
@@ -108,6 +110,18 @@ def _op(op: str, *args: object) -> Sym:
     return Sym(expr.apply(op, *(_lift(a) for a in args)))
 
 
+# bool + bool and bool * bool are bool in torch (logical or / and), where a bool
+# beside a number does arithmetic: `(q >= k) * (q - k < W)` is a mask
+_BOOL_ARITH = {"add": "or", "mul": "and"}
+
+
+def _arith(op: str, a: object, b: object) -> Sym:
+    x, y = _lift(a), _lift(b)
+    if x.dtype == DType.BOOL and y.dtype == DType.BOOL:
+        return Sym(expr.apply(_BOOL_ARITH[op], x, y))
+    return Sym(expr.apply(op, x, y))
+
+
 class Sym:
     """A traced scalar (broadcast tensor in torch terms)."""
 
@@ -120,12 +134,12 @@ class Sym:
         return f"Sym({self.node!r})"
 
     # arithmetic
-    def __add__(self, o: object) -> Sym: return _op("add", self, o)
-    def __radd__(self, o: object) -> Sym: return _op("add", o, self)
+    def __add__(self, o: object) -> Sym: return _arith("add", self, o)
+    def __radd__(self, o: object) -> Sym: return _arith("add", o, self)
     def __sub__(self, o: object) -> Sym: return _op("sub", self, o)
     def __rsub__(self, o: object) -> Sym: return _op("sub", o, self)
-    def __mul__(self, o: object) -> Sym: return _op("mul", self, o)
-    def __rmul__(self, o: object) -> Sym: return _op("mul", o, self)
+    def __mul__(self, o: object) -> Sym: return _arith("mul", self, o)
+    def __rmul__(self, o: object) -> Sym: return _arith("mul", o, self)
     def __truediv__(self, o: object) -> Sym: return _op("truediv", self, o)
     def __rtruediv__(self, o: object) -> Sym: return _op("truediv", o, self)
     def __floordiv__(self, o: object) -> Sym: return _op("floordiv", self, o)
@@ -395,14 +409,33 @@ _COMPOSED: dict[str, Callable[..., Sym]] = {
 }
 
 
+# constant integer exponents written as products (x ** 3 = x * x * x)
+_POW_UNROLL = 8
+
+
 def _pow(x: object, p: object) -> Sym:
     exponent = _lift(p)
-    if exponent.op == "const":
-        if exponent.arg == 2:
-            return _op("mul", x, x)
-        if exponent.arg == 0.5:
-            return _op("sqrt", x)
-        raise TraceError(f"unsupported op pow with exponent {exponent.arg!r} (only 2 and 0.5)")
+    if exponent.op == "const" and not isinstance(exponent.arg, bool):
+        e = exponent.arg
+        # a float exponent makes an integer base float, as torch does
+        v = _float(x) if exponent.dtype == DType.FLOAT else Sym(_lift(x))
+        if e == 0.5:
+            return _op("sqrt", v)
+        if e == -0.5:
+            return 1.0 / _op("sqrt", v)
+        if e == int(e) and abs(e) <= _POW_UNROLL:
+            n = int(abs(e))
+            if e < 0 and v.node.dtype != DType.FLOAT:
+                raise TraceError("integers to negative integer powers are not allowed (as in "
+                                 "torch); make the base float")
+            if n == 0:
+                return Sym(expr.cast(expr.const(1), v.node.dtype))
+            out = v
+            for _ in range(n - 1):
+                out = _op("mul", out, v)
+            return 1.0 / out if e < 0 else out
+        raise TraceError(f"unsupported op pow with exponent {e!r} (only integers up to "
+                         f"{_POW_UNROLL} in magnitude, 0.5 and -0.5)")
     # a traced exponent of a positive constant base, ALiBi's `2 ** (-8 * (h + 1) / H)`:
     # c ** e = exp2(log2(c) * e) (a float result, as torch gives for a float operand)
     base = _lift(x)
@@ -436,7 +469,119 @@ def _div(a: object, b: object, rounding_mode: str | None = None) -> Sym:
         return _op("truediv", a, b)
     if rounding_mode == "floor":
         return _op("floordiv", a, b)
+    if rounding_mode == "trunc":
+        return _trunc_div(a, b)
     raise TraceError(f"unsupported op torch.div(rounding_mode={rounding_mode!r})")
+
+
+def _nonnegative(n: Node) -> bool:
+    """Whether `n` is >= 0 by its form: the indices, aux sizes, non-negative integer
+    constants and what +, *, //, %, min keep non-negative (a sound, syntactic test)."""
+    if n.op == "var":
+        return n.arg != expr.SCORE_VAR
+    if n.op == "aux_size":
+        return True
+    if n.op == "const":
+        return n.dtype == DType.INT and n.arg >= 0
+    if n.op == "abs" and n.dtype == DType.INT:
+        return True
+    if n.op == "cast":
+        return n.args[0].dtype == DType.BOOL or (n.dtype == DType.INT and _nonnegative(n.args[0]))
+    if n.op in ("add", "mul", "floordiv", "mod", "min") and n.dtype == DType.INT:
+        return all(_nonnegative(a) for a in n.args)
+    if n.op == "max" and n.dtype == DType.INT:
+        return any(_nonnegative(a) for a in n.args)
+    return False
+
+
+def _positive_int(n: Node) -> bool:
+    return n.op == "const" and n.dtype == DType.INT and n.arg > 0
+
+
+def _trunc(x: object) -> Sym:
+    """torch.trunc: rounding toward zero (integers are unchanged)."""
+    node = _lift(x)
+    if node.dtype != DType.FLOAT:
+        return Sym(node)
+    return _op("where", _op("lt", node, 0.0), _op("ceil", node), _op("floor", node))
+
+
+def _trunc_div(a: object, b: object) -> Sym:
+    """torch.div(a, b, rounding_mode="trunc"): the quotient rounded toward zero, as C's
+    integer `/`. Integers: the floor quotient, plus one where it was inexact and the
+    operands' signs differ (only the floor quotient where the dividend is non-negative
+    by its form and the divisor a positive constant); floats: trunc(a / b)."""
+    x, y = _lift(a), _lift(b)
+    if DType.FLOAT in (x.dtype, y.dtype):
+        return _trunc(_op("truediv", x, y))
+    floor = _op("floordiv", x, y)
+    if _nonnegative(x) and _positive_int(y):
+        return floor
+    inexact = _op("ne", _op("mod", x, y), 0)
+    signs_differ = _op("ne", _op("lt", x, 0), _op("lt", y, 0))
+    return _op("where", _op("and", inexact, signs_differ), floor + 1, floor)
+
+
+def _fmod(a: object, b: object) -> Sym:
+    """torch.fmod: the remainder of the truncated division (the dividend's sign, as C's
+    `%`): the floor modulo, less the divisor where that is non-zero and the operands'
+    signs differ (only the floor modulo where the dividend is non-negative by its form
+    and the divisor a positive constant)."""
+    x, y = _lift(a), _lift(b)
+    if x.dtype == DType.BOOL or y.dtype == DType.BOOL:
+        x, y = expr.cast(x, DType.INT), expr.cast(y, DType.INT)
+    rem = _op("mod", x, y)
+    if _nonnegative(x) and _positive_int(y):
+        return rem
+    zero = 0.0 if rem.node.dtype == DType.FLOAT else 0
+    fix = _op("and", _op("ne", rem, zero), _op("ne", _op("lt", x, zero), _op("lt", y, zero)))
+    return _op("where", fix, rem - Sym(y), rem)
+
+
+def _sign(x: object) -> Sym:
+    """torch.sign / sgn: 1, -1 or the value itself (0, and NaN for floats)."""
+    node = _lift(x)
+    if node.dtype == DType.BOOL:
+        return Sym(node)
+    one = 1.0 if node.dtype == DType.FLOAT else 1
+    zero = 0.0 if node.dtype == DType.FLOAT else 0
+    return _op("where", _op("gt", node, zero), one,
+               _op("where", _op("lt", node, zero), -one, node))
+
+
+def _softplus(x: object, beta: float = 1.0, threshold: float = 20.0) -> Sym:
+    """torch.nn.functional.softplus: log(1 + exp(beta x)) / beta, x past the threshold."""
+    v = _float(x)
+    bx = v * beta if beta != 1 else v
+    soft = _op("log", 1.0 + _op("exp", bx))
+    return _op("where", _op("gt", bx, float(threshold)), v,
+               soft / beta if beta != 1 else soft)
+
+
+def _logsigmoid(x: object) -> Sym:
+    """torch.nn.functional.logsigmoid, in its stable form min(x, 0) - log(1 + exp(-|x|))."""
+    v = _float(x)
+    return _op("min", v, 0.0) - _op("log", 1.0 + _op("exp", -_op("abs", v)))
+
+
+def _silu(x: object, *a: object, **kw: object) -> Sym:
+    v = _float(x)
+    return v * _op("sigmoid", v)
+
+
+def _hardtanh(x: object, min_val: float = -1.0, max_val: float = 1.0, *a: object,
+              **kw: object) -> Sym:
+    return _clamp(x, min_val, max_val)
+
+
+def _leaky_relu(x: object, negative_slope: float = 0.01, *a: object, **kw: object) -> Sym:
+    v = _lift(x)
+    zero = 0.0 if v.dtype == DType.FLOAT else 0
+    return _op("where", _op("gt", v, zero), v, _op("mul", v, negative_slope))
+
+
+def _type_as(x: object, other: object) -> Sym:
+    return Sym(_cast(_lift(x), _lift(other).dtype))
 
 
 _TORCH_TO_IR = {torch.bool: DType.BOOL, torch.float32: DType.FLOAT, torch.float64: DType.FLOAT,
@@ -457,12 +602,27 @@ def _cast(x: Node, dtype: DType) -> Node:
 
 
 def _like(value: object) -> Callable[..., Sym]:
-    def handler(x: object, fill: object = None, **kw: object) -> Sym:
+    def handler(x: object, fill: object = None, *, dtype: object = None, **kw: object) -> Sym:
         v = fill if value is None else value
-        node = _lift(x)
-        return Sym(expr.cast(expr.const(v), node.dtype))  # type: ignore[arg-type]
+        if isinstance(v, torch.Tensor):
+            v = _lift(v).arg
+        if dtype is not None and dtype not in _TORCH_TO_IR:
+            raise TraceError(f"unsupported dtype={dtype} (use bool, int32, int64 or float32)")
+        target = _TORCH_TO_IR[dtype] if dtype is not None else _lift(x).dtype
+        return Sym(expr.const(expr.cast_value(v, target)))
 
     return handler
+
+
+def _new_tensor(x: object, data: object, *, dtype: object = None, **kw: object) -> Sym:
+    """x.new_tensor(scalar): a constant of x's dtype (or dtype=)."""
+    if not isinstance(data, bool | int | float) and not (
+            isinstance(data, torch.Tensor) and data.dim() == 0):
+        raise TraceError("new_tensor of a non-scalar; hooks compute one scalar per pair")
+    if dtype is not None and dtype not in _TORCH_TO_IR:
+        raise TraceError(f"unsupported dtype={dtype} (use bool, int32, int64 or float32)")
+    target = _TORCH_TO_IR[dtype] if dtype is not None else _lift(x).dtype
+    return Sym(expr.const(expr.cast_value(_lift(data).arg, target)))
 
 
 def _new(value: object) -> Callable[..., Sym]:
@@ -481,8 +641,23 @@ def _unary(op: str) -> Callable[..., Sym]:
     return lambda x, *a, **kw: _op(op, x)
 
 
-def _binary(op: str, swap: bool = False) -> Callable[..., Sym]:
-    return (lambda a, b, **kw: _op(op, b, a)) if swap else (lambda a, b, **kw: _op(op, a, b))
+def _binary(op: str, swap: bool = False, arith: bool = False) -> Callable[..., Sym]:
+    f = (lambda o, *a: _arith(o, *a)) if arith else _op
+    return (lambda a, b, **kw: f(op, b, a)) if swap else (lambda a, b, **kw: f(op, a, b))
+
+
+def _add(a: object, b: object, *, alpha: object = 1, **kw: object) -> Sym:
+    """torch.add(a, b, alpha=c): a + c * b."""
+    return _arith("add", a, b if _is_one(alpha) else _arith("mul", alpha, b))
+
+
+def _sub(a: object, b: object, *, alpha: object = 1, **kw: object) -> Sym:
+    """torch.sub(a, b, alpha=c): a - c * b."""
+    return _op("sub", a, b if _is_one(alpha) else _arith("mul", alpha, b))
+
+
+def _is_one(alpha: object) -> bool:
+    return isinstance(alpha, int | float) and not isinstance(alpha, bool) and alpha == 1
 
 
 def _relu(x: object, *a: object, **kw: object) -> Sym:
@@ -508,11 +683,19 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "minimum": _minmax("min"), "maximum": _minmax("max"),
     "min": _minmax("min"), "max": _minmax("max"), "fmin": _minmax("min"), "fmax": _minmax("max"),
     "clamp": _clamp, "clip": _clamp,
-    "add": _binary("add"), "__add__": _binary("add"), "__radd__": _binary("add", True),
-    "sub": _binary("sub"), "subtract": _binary("sub"), "__sub__": _binary("sub"),
-    "__rsub__": _binary("sub", True), "rsub": _binary("sub", True),
-    "mul": _binary("mul"), "multiply": _binary("mul"), "__mul__": _binary("mul"),
-    "__rmul__": _binary("mul", True),
+    "clamp_min": lambda x, min, **kw: _clamp(x, min=min),  # noqa: A006
+    "clamp_max": lambda x, max, **kw: _clamp(x, max=max),  # noqa: A006
+    "sign": _sign, "sgn": _sign, "trunc": _trunc, "fix": _trunc,
+    "fmod": _fmod,
+    "softplus": _softplus, "logsigmoid": _logsigmoid, "silu": _silu,
+    "hardtanh": _hardtanh, "leaky_relu": _leaky_relu,
+    "type_as": _type_as, "double": lambda x: _to(x, torch.float64),
+    "new_tensor": _new_tensor,
+    "add": _add, "__add__": _add, "__radd__": lambda a, b, **kw: _add(b, a),
+    "sub": _sub, "subtract": _sub, "__sub__": _binary("sub"),
+    "__rsub__": _binary("sub", True), "rsub": lambda a, b, **kw: _sub(b, a, **kw),
+    "mul": _binary("mul", arith=True), "multiply": _binary("mul", arith=True),
+    "__mul__": _binary("mul", arith=True), "__rmul__": _binary("mul", True, arith=True),
     "div": _div, "divide": _div, "true_divide": _binary("truediv"),
     "__truediv__": _binary("truediv"), "__rtruediv__": _binary("truediv", True),
     "floor_divide": _binary("floordiv"), "__floordiv__": _binary("floordiv"),
@@ -547,7 +730,8 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     **_COMPOSED,
 }
 # names that exist as torch functions but not as the tensor method of the same meaning
-_FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where", "gelu", "expit"}
+_FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where", "gelu", "expit", "softplus",
+                  "logsigmoid", "silu", "hardtanh", "leaky_relu"}
 
 # Where each name above is a torch function: torch.*, Tensor methods and
 # operators, torch.nn.functional.*, torch.special.*. __torch_function__ looks

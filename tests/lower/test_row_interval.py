@@ -164,6 +164,11 @@ WITH_KEY_SETS = {
     "chosen_phase": lambda b, h, q, k: torch.where(h % 2 == 1, (q - k) % 64 == 0,
                                                    (q - k) % 64 == 1) & (k <= q),
     "plain_intervals_too": lambda b, h, q, k: (q >= k) & (q - k < 100),
+    # torch.fmod(d, 2^j) == 0 is d % 2^j == 0 for either sign of d (Sparse Transformer)
+    "strided_by_fmod": lambda b, h, q, k: (q - k >= 0) & ((q - k < 64) |
+                                                          (torch.fmod(q - k, 64) == 0)),
+    "fmod_of_a_negative_offset": lambda b, h, q, k: (torch.fmod(k - q, 8) != 0).logical_not()
+    & (k < q + 30),
 }
 WITHOUT_KEY_SETS = {
     "not_a_power_of_two": lambda b, h, q, k: (q >= k) & ((q - k) % 6 == 0),

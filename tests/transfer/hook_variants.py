@@ -160,6 +160,21 @@ def prompt_then_frames(b, h, q, k, *, prefix_len):
     return text_k & (text_q & (k <= q) | ~text_q) | ~text_k & ~text_q & frames
 
 
+def abs_window_fmod_stride(b, h, q, k):
+    # as users write them: a bidirectional window by abs() and strided keys behind by
+    # torch.fmod (fmod(d, n) == 0 is d % n == 0)
+    return (abs(q - k) <= 40) | (q >= k) & (torch.fmod(q - k, 64) == 0)
+
+
+def c_style_ops_score(score, b, h, q, k, *, slope):
+    # torch.div(rounding_mode="trunc"), torch.fmod and torch.sign of signed offsets,
+    # softplus, clamp_min and an integer power
+    d = k - q
+    return (score + torch.sign(d) * torch.nn.functional.softplus(slope[h] * 4 - 2)
+            + torch.div(d, 7, rounding_mode="trunc").clamp_min(-9) * 0.01
+            + torch.fmod(d, 5) * 0.02 - (d.float() / 256) ** 3)
+
+
 def causal_in_score_mod(score, b, h, q, k, *, slope):
     # FlexAttention's own example form: the mask written as -inf in score_mod (the
     # plan lifts the condition into the mask, transfer/score_masks.py)
@@ -348,5 +363,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("tree_mask", tree_mask),
         make_spec("random_blocks", random_blocks),
         make_spec("row_factor_signs", causal, row_factor_signs),
+        make_spec("c_style_ops", abs_window_fmod_stride, c_style_ops_score),
     ]
 }

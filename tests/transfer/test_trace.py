@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hook_variants import (
     VARIANTS,
     half_precision_aux,
@@ -331,3 +332,127 @@ def test_min_and_max_against_constant_arithmetic_render_as_clamps():
         for args in ((ninety_nine, q), (q, ninety_nine)):
             got = _eval_traced(expr.apply(op, *args), {}, None)
             assert torch.equal(got, want), (op, args)
+
+
+# ---------------------------------------------------------------------------
+# torch ops users write in mods: each traces to what torch computes on the grid
+# (q - k spans both signs; scores both signs, past softplus's threshold)
+
+
+def _check_score_mod(score_mod, atol=1e-5, exact=False):
+    b, h, q, k = _grid()
+    scores = torch.randn(B, H, SQ, SK, generator=torch.Generator().manual_seed(5)) * 15
+    got = _eval_traced(trace_score_mod(score_mod, {}).node, {}, scores)
+    want = score_mod(scores, b, h, q, k)
+    got = torch.as_tensor(got).expand_as(want).to(want.dtype)
+    if exact:
+        assert torch.equal(got, want)
+    else:
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=atol)
+
+
+def _check_mask_mod(mask_mod):
+    b, h, q, k = _grid()
+    got = _eval_traced(trace_mask_mod(mask_mod, {}).node, {}, None)
+    want = mask_mod(b, h, q, k)
+    assert torch.equal(torch.as_tensor(got).expand(B, H, SQ, SK), want.expand(B, H, SQ, SK))
+
+
+_INT_OPS = {
+    "div_trunc": lambda q, k: torch.div(q - k, 7, rounding_mode="trunc"),
+    "div_trunc_negative_divisor": lambda q, k: torch.div(q - k, -5, rounding_mode="trunc"),
+    "div_trunc_traced_divisor": lambda q, k: torch.div(q - 20, k + 1, rounding_mode="trunc"),
+    "div_trunc_nonnegative": lambda q, k: torch.div(q + k, 8, rounding_mode="trunc"),
+    "tensor_div_trunc": lambda q, k: (k - q).div(6, rounding_mode="trunc"),
+    "fmod": lambda q, k: torch.fmod(q - k, 7),
+    "fmod_negative_divisor": lambda q, k: torch.fmod(k - q, -4),
+    "fmod_traced_divisor": lambda q, k: torch.fmod(q - 20, k + 1),
+    "fmod_method": lambda q, k: (q - k).fmod(16),
+    "sign": lambda q, k: torch.sign(q - k),
+    "sgn": lambda q, k: (k - q).sgn() * 3,
+    "clamp_min": lambda q, k: (q - k).clamp_min(-4),
+    "clamp_max": lambda q, k: torch.clamp_max(q - k, 6),
+    "cube": lambda q, k: (q - k) ** 3,
+    "pow_zero": lambda q, k: torch.pow(q - k, 0) + q,
+    "add_alpha": lambda q, k: torch.add(q, k, alpha=3),
+    "sub_alpha": lambda q, k: torch.sub(q, k, alpha=2),
+    "rsub_alpha": lambda q, k: torch.rsub(q, k, alpha=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INT_OPS))
+def test_integer_ops_trace_exactly(name):
+    """C-style truncating division and remainder (torch.div(rounding_mode="trunc"),
+    torch.fmod), sign, one-sided clamps, integer powers and alpha= are exact on
+    integers of either sign."""
+    fn = _INT_OPS[name]
+    _check_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), exact=True)
+
+
+_FLOAT_OPS = {
+    "div_trunc": lambda s, d: torch.div(s, 3.0, rounding_mode="trunc"),
+    "trunc": lambda s, d: torch.trunc(s / 2),
+    "fmod": lambda s, d: torch.fmod(s, 4.0),
+    "sign": lambda s, d: torch.sign(s) * d,
+    "softplus": lambda s, d: F.softplus(s),
+    "softplus_beta": lambda s, d: F.softplus(s, beta=2.0, threshold=10.0),
+    "logsigmoid": lambda s, d: F.logsigmoid(s),
+    "silu": lambda s, d: F.silu(s),
+    "hardtanh": lambda s, d: F.hardtanh(s, -5.0, 5.0),
+    "leaky_relu": lambda s, d: F.leaky_relu(s, 0.1),
+    "cube": lambda s, d: (s / 10) ** 3,
+    "inverse": lambda s, d: (d + 1) ** -1,
+    "inverse_square": lambda s, d: torch.pow(d + 1, -2),
+    "inverse_sqrt": lambda s, d: s * torch.pow(1.0 + d, -0.5),
+    "int_base_float_power": lambda s, d: s + d.long() ** 2.0,
+    "type_as": lambda s, d: s + d.long().type_as(s),
+    "double": lambda s, d: s + d.long().double(),
+    "new_tensor": lambda s, d: s * s.new_tensor(1.5) + d.long().new_tensor(2.7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FLOAT_OPS))
+def test_float_ops_trace_to_what_torch_computes(name):
+    fn = _FLOAT_OPS[name]
+    _check_score_mod(lambda s, b, h, q, k: fn(s, (q - k).abs().float()))
+
+
+def test_an_integer_to_a_negative_integer_power_is_rejected_as_torch_does():
+    with pytest.raises(TraceError, match="negative integer powers"):
+        trace_score_mod(lambda s, b, h, q, k: s + (q - k) ** -1, {})
+
+
+def test_trunc_division_and_fmod_of_indices_by_a_positive_constant_are_the_floor_forms():
+    """A non-negative dividend (indices, their sums, products, quotients) by a positive
+    constant: torch.div(trunc) and torch.fmod are // and %, with no sign fix-up, so
+    the mask analyses see the floor forms (row intervals of q // 64 == k // 64)."""
+    node = trace_mask_mod(lambda b, h, q, k: torch.div(q, 64, rounding_mode="trunc")
+                          == torch.div(k, 64, rounding_mode="trunc"), {}).node
+    assert {n.op for n in node.walk()} == {"eq", "floordiv", "var", "const"}
+    node = trace_mask_mod(lambda b, h, q, k: torch.fmod(q + 2 * k, 8) != 3, {}).node
+    assert "where" not in {n.op for n in node.walk()}
+    node = trace_mask_mod(lambda b, h, q, k: torch.fmod(q - k, 8) != 3, {}).node
+    assert "where" in {n.op for n in node.walk()}  # (q - k may be negative)
+
+
+@pytest.mark.parametrize("mask_mod", [
+    lambda b, h, q, k: (q >= k) * (q - k < 9),
+    lambda b, h, q, k: torch.mul(q >= k, k > 3) + (q == k),
+    lambda b, h, q, k: torch.ones_like(q, dtype=torch.bool) & (q >= k),
+    lambda b, h, q, k: torch.where(k < 4, torch.full_like(q, True, dtype=torch.bool), q >= k),
+    lambda b, h, q, k: torch.zeros_like(k, dtype=torch.bool) | (q - k < 5),
+    lambda b, h, q, k: torch.sign(q - k) >= 0,
+    lambda b, h, q, k: torch.fmod(k - q, 3) == -1,
+    lambda b, h, q, k: torch.div(k - q, 4, rounding_mode="trunc") == 0,
+], ids=["bool-product", "bool-sum", "ones_like-bool", "full_like-bool", "zeros_like-bool",
+        "sign", "fmod", "div-trunc"])
+def test_masks_written_with_bool_arithmetic_and_like_dtypes(mask_mod):
+    """bool * bool and bool + bool are bool in torch (and, or), and *_like(dtype=bool)
+    is a bool: each is a mask."""
+    _check_mask_mod(mask_mod)
+
+
+def test_bool_arithmetic_beside_a_number_stays_arithmetic():
+    node = trace_score_mod(lambda s, b, h, q, k: s + (q >= k) * 2 + (q >= k) * (k > 1), {}).node
+    _check_score_mod(lambda s, b, h, q, k: s + (q >= k) * 2 + (q >= k) * (k > 1), exact=True)
+    assert "mul" in {n.op for n in node.walk()}
