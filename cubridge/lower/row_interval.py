@@ -124,6 +124,10 @@ def _disjuncts(n: Node) -> list[list[Node]] | None:
             terms = [a + b for a in left for b in right]
         terms = _choices(terms)
         return terms if len(terms) <= MAX_INTERVALS else None
+    if n.dtype == DType.BOOL and KEY in free_vars(n):
+        bounded = _abs_compared(n)  # |q - k| <= W: q - k <= W & q - k >= -W
+        if bounded is not None:
+            return _disjuncts(bounded)
     # (a key-free choice between two conjunctions, `where(h % 2 == 1, A, B)`, is one
     # atom: _interval takes the bounds the choice selects)
     return [[n]]
@@ -161,6 +165,23 @@ def _conjunction(atoms: list[Node]) -> Node:
     for x in atoms[1:]:
         out = apply("and", out, x)
     return out
+
+
+def _abs_compared(n: Node) -> Node | None:
+    """An order between |x| (an integer) and a key-free y, without the abs: |x| <= y is
+    x <= y & x >= -y (empty for y < 0), |x| >= y is x >= y | x <= -y (every x for
+    y <= 0); lt and gt alike. None for other atoms."""
+    if n.op not in _FLIPPED or n.op == "eq":
+        return None
+    op, (a, y) = n.op, n.args
+    if a.op != "abs":
+        op, a, y = _FLIPPED[op], y, a
+    if a.op != "abs" or a.dtype != DType.INT or y.dtype != DType.INT or KEY in free_vars(y):
+        return None
+    x, neg_y = a.args[0], simplify(apply("neg", y))
+    if op in ("le", "lt"):
+        return apply("and", apply(op, x, y), apply(_FLIPPED[op], x, neg_y))
+    return apply("or", apply(op, x, y), apply(_FLIPPED[op], x, neg_y))
 
 
 # key OP x, for `c * key + r OP 0` with c = +1 (x = -r) and c = -1 (x = r):

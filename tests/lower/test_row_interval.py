@@ -90,6 +90,14 @@ WITH_INTERVAL = {
     "negated_row_condition": lambda b, h, q, k: ((q - k < 7) & (k <= q) & ~(q > 150)) | (
         (k < 5) & (q > 150)) | ((q > 150) & (k >= q - 30) & (k <= q)),
     "strict_quotient_bounds": lambda b, h, q, k: ((k - q) // 3 < 4) & (q // 10 < (k + 1) // 10),
+    # |x| against a key-free bound: a two-sided window, or the two sides it leaves
+    "abs_window": lambda b, h, q, k: (q - k).abs() <= 40,
+    "abs_builtin_strict_flipped": lambda b, h, q, k: 25 > abs(k - q + 3),
+    "abs_window_per_head": lambda b, h, q, k: torch.abs(q - k) < 10 * h + 5,
+    "abs_negative_bound": lambda b, h, q, k: (q - k).abs() <= h - 2,  # (empty at h < 2)
+    "abs_outside_band": lambda b, h, q, k: (q - k).abs() >= 30,
+    "abs_outside_any_bound": lambda b, h, q, k: (k - q).abs() > h - 2,  # (every key at h < 2)
+    "abs_negated": lambda b, h, q, k: ~((q - k).abs() > 16) & (k <= q),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
@@ -106,6 +114,8 @@ WITHOUT = {
     # three pieces whose row conditions do not exclude each other
     "three_pieces_overlapping_rows": lambda b, h, q, k: ((q < 200) & (k <= q)) | (
         (q >= 100) & (k < 10)) | ((q >= 150) & (q - k < 20) & (k <= q)),
+    "abs_window_with_two_more": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8) | (k < 8),
+    "abs_of_a_key_sum": lambda b, h, q, k: (q + k).abs() <= 40 * k,  # (a key-dependent bound)
 }
 
 
