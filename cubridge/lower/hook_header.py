@@ -53,6 +53,7 @@ from cubridge.transfer.block_table import KINDS_AUX, RANGES_AUX
 from cubridge.transfer.distance_tables import DistanceTable, distance_tables
 from cubridge.transfer.expr import DType, Node
 from cubridge.transfer.hooks import HookPlan
+from cubridge.transfer.score_masks import kernel_score
 
 MAX_AUX = 8  # cubridge::kMaxAux
 MAX_AUX_RANK = 4  # cubridge::kMaxAuxRank
@@ -387,7 +388,7 @@ def generate_header(plan: HookPlan, pair_codes: bool = True,
     fallbacks' test)."""
     # (only into free slots: a spec that fills them keeps its terms per score)
     free = MAX_AUX - len(_slots(plan, ()))
-    score = plan.score.node if plan.score else None
+    score = kernel_score(plan.score.node if plan.score else None, plan.normalizer)
     code = pair_code(score) if pair_codes and free >= 2 else None
     if code is not None:
         score, free = coded_score(score, code), free - 2  # type: ignore[arg-type]

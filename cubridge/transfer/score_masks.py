@@ -9,6 +9,13 @@ Lifted: the condition of a `where` that yields -inf on one side, at the top of
 score_mod or as a term added to the rest (`score + where(c, 0.0, -inf)`),
 provided it does not read the score. Anything else that yields -inf (a -inf
 read from an aux tensor, a bias of -1e9) stays in score_mod.
+Hugging Face masks with the dtype's lowest finite value instead
+(`torch.where(allowed, score, torch.finfo(score.dtype).min)`): not -inf, since a row
+whose every key has it weighs them alike, so it stays in score_mod. But the kernels
+take a row's maximum times log2(e) before the exponentials, and finfo(float32).min
+times log2(e) overflows to -inf (then -inf - -inf is NaN): under softmax such a
+constant is raised to SCORE_FLOOR, whose product stays finite and which gives every
+weight the same value as finfo.min (kernel_score).
 """
 
 from __future__ import annotations
@@ -66,6 +73,21 @@ def split_score_mask(score: Node) -> tuple[Node, Node | None]:
             return kept, conditions[0] if len(conditions) == 1 else \
                 expr.apply("and", *conditions)
     return score, None
+
+
+# Below -FLT_MAX / log2(e) (about -2.36e38) a score's product with log2(e) overflows.
+SCORE_FLOOR = -(2.0**127)
+
+
+def kernel_score(score: Node | None, normalizer: str) -> Node | None:
+    """The score_mod the kernels compute: under softmax, float constants below
+    SCORE_FLOOR (finfo.min as a mask value) raised to it; exponentials of differences
+    between such scores and any other are 0 or 1 either way."""
+    if score is None or normalizer != "softmax":
+        return score
+    low = {n: expr.const(SCORE_FLOOR) for n in score.walk()
+           if n.op == "const" and n.dtype == expr.DType.FLOAT and -math.inf < n.arg < SCORE_FLOOR}
+    return expr.substitute(score, low) if low else score
 
 
 def is_bare_score(n: Node) -> bool:

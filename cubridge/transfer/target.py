@@ -20,6 +20,7 @@ from pathlib import Path
 from cubridge.modules import load_module_from_path
 from cubridge.transfer import expr, interval
 from cubridge.transfer.hooks import HookPlan
+from cubridge.transfer.score_masks import kernel_score
 from cubridge.transfer.torch_render import TORCH_VARS, render_torch_body
 
 TARGET_CLASS = "Target"
@@ -139,7 +140,8 @@ def render_target(plan: HookPlan, base: type) -> str:
     if plan.score:
         lines += _method("score_mod(self, s, b, h, q_idx, kv_idx)",
                          "Traced from the spec's score_mod.",
-                         _value_hook(plan, plan.score.node, "score"))
+                         _value_hook(plan, kernel_score(plan.score.node, plan.normalizer),
+                                     "score"))
     if plan.mask:
         lines += _method("mask_mod(self, b, h, q_idx, kv_idx)",
                          "Traced from the spec's mask_mod.",

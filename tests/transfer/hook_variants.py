@@ -175,6 +175,14 @@ def c_style_ops_score(score, b, h, q, k, *, slope):
             + torch.fmod(d, 5) * 0.02 - (d.float() / 256) ** 3)
 
 
+def finfo_min_mask_score(score, b, h, q, k):
+    # Hugging Face's causal mask value, the lowest finite float (not -inf, so it stays in
+    # score_mod and every block is computed): a row's first block, the last one, has it
+    # at every key; the kernels raise it to SCORE_FLOOR, whose product with log2(e) does
+    # not overflow to -inf (transfer/score_masks.py)
+    return torch.where(k <= q, score, torch.finfo(torch.float32).min)
+
+
 def causal_in_score_mod(score, b, h, q, k, *, slope):
     # FlexAttention's own example form: the mask written as -inf in score_mod (the
     # plan lifts the condition into the mask, transfer/score_masks.py)
@@ -364,5 +372,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("random_blocks", random_blocks),
         make_spec("row_factor_signs", causal, row_factor_signs),
         make_spec("c_style_ops", abs_window_fmod_stride, c_style_ops_score),
+        make_spec("finfo_min_mask", None, finfo_min_mask_score),
     ]
 }

@@ -80,3 +80,21 @@ def test_check_trace_catches_a_lifted_mask_that_differs_from_the_score_mod():
     wrong = dataclasses.replace(plan, mask=trace_mask_mod(lambda b, h, q, k: q > k, {}))
     with pytest.raises(SpecError, match="the traced score_mod differs"):
         check_trace(spec, wrong, Shape(b=1, hq=2, hk=1, sq=61, sk=64, d=64))
+
+
+def test_finfo_min_scores_are_raised_to_the_floor_under_softmax_alone():
+    """finfo(float32).min * log2(e) overflows to -inf in the kernels' scaled row max;
+    under softmax the kernels' score_mod takes SCORE_FLOOR instead, whose product is
+    finite; -inf, ordinary biases and the elementwise normalisers keep their scores."""
+    from cubridge.transfer.score_masks import SCORE_FLOOR, kernel_score
+
+    lowest = torch.finfo(torch.float32).min
+    assert torch.isinf(torch.tensor(lowest) * math.log2(math.e))  # (float32, as the kernels)
+    assert torch.isfinite(torch.tensor(SCORE_FLOOR) * math.log2(math.e))
+    traced = trace_score_mod(lambda s, b, h, q, k: torch.where(q >= k, s, lowest) - 1e9, {})
+    floored = kernel_score(traced.node, "softmax")
+    consts = {n.arg for n in floored.walk() if n.op == "const"}
+    assert SCORE_FLOOR in consts and lowest not in consts and 1e9 in consts, consts
+    assert kernel_score(traced.node, "sigmoid") is traced.node
+    kept = trace_score_mod(lambda s, b, h, q, k: s * 2 + torch.where(q >= k, 0.0, -INF), {})
+    assert kernel_score(kept.node, "softmax") is kept.node

@@ -4,6 +4,7 @@ verifies against the spec, with block hooks that match brute force."""
 from __future__ import annotations
 
 import ast
+import functools
 import glob
 import inspect
 from pathlib import Path
@@ -29,7 +30,8 @@ OUTSIDE = {"cosine", "mla", "differential", "gated_output", "learnable_sink", "s
 ALL_EXAMPLES = {load(p).name: load(p) for p in sorted(glob.glob(str(EXAMPLES / "*.py")))}
 SPECS = {f"examples/{n}": s for n, s in ALL_EXAMPLES.items() if n not in OUTSIDE}
 # our own variants that cover ops the example specs do not use
-SPECS.update({n: VARIANTS[n] for n in ("kitchen_sink", "dilated_window", "relative_position")})
+SPECS.update({n: VARIANTS[n] for n in ("kitchen_sink", "dilated_window", "relative_position",
+                                       "finfo_min_mask")})
 HOOKS = {"score_mod", "mask_mod", "activation", "block_kind", "kv_block_range", "normalizer",
          "aux_names"}
 # tails, Sq != Sk both ways, GQA, and long enough for the 1024 windows
@@ -133,3 +135,23 @@ def test_rendered_source_is_deterministic_and_readable():
     assert "class Target(FaSm80):" in a
     assert "slope = self.aux['slope']" in a
     assert "iv.kind(" in a and "def kv_block_range" in a
+
+
+@pytest.mark.parametrize("floored", [True, False])
+def test_finfo_min_in_score_mod_verifies_on_fa_sm90_only_with_the_floor(floored, tmp_path,
+                                                                         monkeypatch):
+    """Hugging Face's causal mask value in score_mod: fa_sm90 takes a row's last block
+    first, all of it finfo.min, whose scaled max overflowed to -inf and made the row NaN;
+    with the kernels' score floor (transfer/score_masks.py) the target verifies."""
+    from cubridge.kernels.fa_sm90.cuir import FaSm90
+    from cubridge.transfer import target
+
+    if not floored:
+        monkeypatch.setattr(target, "kernel_score", lambda score, normalizer: score)
+    run = functools.partial(transfer_by_rules, VARIANTS["finfo_min_mask"], FaSm90,
+                            out_dir=tmp_path, shapes=[Shape(b=1, hq=2, hk=1, sq=65, sk=129, d=64)])
+    if floored:
+        assert run().report.passed
+    else:
+        with pytest.raises(NotHookConfined, match="does not compute the reference"):
+            run()
