@@ -46,12 +46,24 @@ def _numbers(value: object) -> Iterator[int]:
             yield from _numbers(v)
 
 
+def _functions(value: object) -> Iterator[Callable[..., object]]:
+    """The Python functions (and partials) in a closure cell or a partial
+    argument, or in a tuple or list of them: the mods that FlexAttention's
+    `and_masks` / `or_masks` and users' nested closures combine."""
+    if isinstance(value, functools.partial) or getattr(value, "__code__", None) is not None:
+        yield value  # type: ignore[misc]
+    elif isinstance(value, tuple | list):
+        for v in value:
+            yield from _functions(v)
+
+
 def integer_constants(spec: Spec) -> set[int]:
     """The integer constants the spec's code can compare positions with: the
     literals of reference, mask_mod, score_mod and make_aux (and of the
     functions of the spec file they call), the module-level numbers they read
     by name, and the numbers bound in their closures or functools.partial
-    arguments. Sentinels (>= 2**20) are left out."""
+    arguments, following the functions those hold (`or_masks(causal, window)`).
+    Sentinels (>= 2**20) are left out."""
     roots = [spec.reference, spec.mask_mod, spec.score_mod, spec.make_aux]
     spec_file = str(Path(spec.path).resolve()) if spec.path is not None else None
     found: set[int] = set()
@@ -62,13 +74,16 @@ def integer_constants(spec: Spec) -> set[int]:
         if isinstance(fn, functools.partial):  # partial(window_mask, radius=300)
             for value in (*fn.args, *fn.keywords.values()):
                 found.update(_numbers(value))
+                todo.extend(_functions(value))
             todo.append(fn.func)
             continue
         for cell in getattr(fn, "__closure__", None) or ():  # make_mask(300)'s closure
             try:
-                found.update(_numbers(cell.cell_contents))
+                value = cell.cell_contents
             except ValueError:  # an empty cell
-                pass
+                continue
+            found.update(_numbers(value))
+            todo.extend(_functions(value))  # and_masks(causal, window)'s mods
         code = getattr(fn, "__code__", None)
         if code is None or code in seen:
             continue

@@ -27,7 +27,7 @@ from cubridge.spec.errors import (
 )
 from cubridge.spec.inputs import make_inputs
 from cubridge.spec.model import Spec, Tolerance
-from cubridge.spec.mods import aux_parameters, mods_attention, mods_reference
+from cubridge.spec.mods import aux_parameters, mod_name, mods_attention, mods_reference
 from cubridge.spec.reference import call_reference
 from cubridge.spec.shapes import smoke_shape, validate_dim
 from cubridge.spec.tolerances import DEFAULT_TOLERANCES
@@ -218,9 +218,9 @@ def _check_aux_names(spec: Spec, f: _SpecFile, aux_names: list[str]) -> None:
                             "them as parameters or **aux", location_of(spec.reference))
     for fn in (spec.mask_mod, spec.score_mod):
         if fn is not None:
-            missing = [n for n in aux_parameters(fn) if n not in aux_names]
+            missing = [n for n in aux_parameters(fn, aux_names) if n not in aux_names]
             if missing:
-                raise SpecError(f"{fn.__name__} reads aux {missing}, which make_aux does not "
+                raise SpecError(f"{mod_name(fn)} reads aux {missing}, which make_aux does not "
                                 f"give (it gives {aux_names})", location_of(fn))
 
 

@@ -9,8 +9,9 @@ torch.vmap over b, h, q_idx and kv_idx, so a mod written for scalar indices
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 import torch
@@ -33,28 +34,44 @@ class BoundMods(NamedTuple):
     mask_mod: MaskMod | None
 
 
-def aux_parameters(fn: Callable[..., object]) -> list[str]:
-    """Names of a mod's keyword-only parameters (the aux it reads)."""
+def aux_parameters(fn: Callable[..., object], available: Iterable[str] = ()) -> list[str]:
+    """Names of a mod's keyword-only parameters (the aux it reads). One with a
+    default (`functools.partial(window, left=300)` turns `left` into one) is a
+    constant of the mod, read as aux only when `available` names it."""
+    available = set(available)
     return [p.name for p in inspect.signature(fn).parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY]
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+            and (p.default is inspect.Parameter.empty or p.name in available)]
+
+
+def mod_name(fn: Callable[..., object]) -> str:
+    """A mod's name for messages (a functools.partial names its function)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def _bind(fn: Callable[..., torch.Tensor], aux: Mapping[str, torch.Tensor]) -> dict:
-    names = aux_parameters(fn)
+    names = aux_parameters(fn, aux)
     missing = [n for n in names if n not in aux]
     if missing:
-        raise KeyError(f"{fn.__name__} reads aux {missing}, which make_aux does not provide")
+        raise KeyError(f"{mod_name(fn)} reads aux {missing}, which make_aux does not provide")
     return {n: aux[n] for n in names}
 
 
 def captured_device(fn: Callable[..., object] | None) -> torch.device | None:
-    """The device of a tensor `fn` captures when that is not the CPU:
-    FlexAttention users capture tensors on their GPU, and such a mod must be
-    called with its indices there."""
+    """The device of the tensors `fn` captures, where a mod must be called with
+    its indices: FlexAttention users capture tensors on their GPU, and a spec
+    file's mods capture them on the CPU (a table at module level) while the GPU
+    verification calls its reference on CUDA. A captured GPU tensor wins over a
+    CPU one; 0-d CPU tensors (which mix with any device) say nothing."""
+    cpu = None
     for _name, tensor in captured_tensors(fn).values():
         if tensor.device.type != "cpu":
             return tensor.device
-    return None
+        if tensor.dim() > 0:
+            cpu = tensor.device
+    return cpu
 
 
 def bind_mods(spec: Spec, aux: Mapping[str, torch.Tensor]) -> BoundMods:

@@ -98,6 +98,7 @@ class HookPlan:
             return fn(q, k, v, scale=scale, **self.with_captured(aux, q.device))
 
         call.__name__ = getattr(fn, "__name__", "attention")
+        call.__qualname__ = getattr(fn, "__qualname__", call.__name__)  # reports name it
         return call
 
     def _captured_on(self, name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -311,7 +312,12 @@ def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
     when called on real tensors than when traced). Every stage after the trace
     uses the expressions, so this is what ties them to the mods."""
     aux = example_aux(spec) if aux is None else dict(aux)
-    mods = bind_mods(spec, aux)
+    # The mods get floating aux in float64, as the verifier's reference does: the
+    # traced hooks compute in float32, and a bf16 / fp16 aux met by an index
+    # (`bias[h] * (q_idx - kv_idx)`) would otherwise be rounded in its own dtype
+    # per element and blamed on the trace.
+    mods = bind_mods(spec, {n: t.double() if t.is_floating_point() else t
+                            for n, t in aux.items()})
     # on the CPU, captured tensors included (FlexAttention users capture on the GPU)
     full = {n: t.cpu() for n, t in plan.with_captured(aux, torch.device("cpu")).items()}
     idx = [torch.arange(n, dtype=torch.int32) for n in (shape.b, shape.hq, shape.sq, shape.sk)]

@@ -823,7 +823,10 @@ def _aux_kwargs(fn: Callable[..., object], kind: str,
     """The keyword-only aux parameters of a mod, as placeholders."""
     where = _mod_location(fn)
     params = inspect.signature(fn).parameters.values()
-    wanted = [p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY]
+    # A keyword-only parameter with a default (functools.partial(mod, w=64) makes
+    # one) is a constant of the mod unless an aux is named like it (aux_parameters).
+    wanted = [p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY
+              and (p.default is inspect.Parameter.empty or p.name in aux)]
     if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
         wanted += [n for n in aux if n not in wanted]
     out: dict[str, SymAux | Sym] = {}

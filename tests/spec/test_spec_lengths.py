@@ -203,3 +203,32 @@ mask_mod = functools.partial(band, 1300)
         check_spec(spec)
     line = path.read_text().splitlines().index("def band(width, b, h, q_idx, kv_idx):") + 1
     assert err.value.location == f"{path}:{line}"
+
+
+def test_constants_of_mods_combined_by_and_masks_or_masks_count(tmp_path):
+    """FlexAttention's combinators hold the mods in their closures: a window of
+    1500 inside or_masks(and_masks(causal, window), sink) makes the long case
+    longer than 3000 (it was 1100, which never reaches the window's edge)."""
+    from cubridge.spec.lengths import integer_constants, long_length
+
+    path = _write(tmp_path, HEADER + """
+from torch.nn.attention.flex_attention import and_masks, or_masks
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def window(b, h, q_idx, kv_idx):
+    return q_idx - kv_idx < 1500
+
+
+def sink(b, h, q_idx, kv_idx):
+    return kv_idx < 4
+
+
+mask_mod = or_masks(and_masks(causal, window), sink)
+""")
+    spec = load(path)
+    assert {4, 1500} <= integer_constants(spec)
+    assert long_length(spec) > 3000

@@ -89,9 +89,64 @@ def test_captured_device_finds_a_tensor_in_a_nested_closure_not_on_the_cpu():
     def cpu_mod(b, h, q_idx, kv_idx):
         return on_cpu[q_idx] == on_cpu[kv_idx]
 
+    scalar = torch.tensor(2)
+
+    def scalar_mod(b, h, q_idx, kv_idx):
+        return q_idx - kv_idx < scalar
+
     assert captured_device(mask_mod) == torch.device("meta")
-    assert captured_device(cpu_mod) is None
+    # a spec file's table at module level: its mod is called with indices on the CPU
+    assert captured_device(cpu_mod) == torch.device("cpu")
+    assert captured_device(scalar_mod) is None  # a 0-d tensor mixes with any device
     assert captured_device(None) is None
+
+
+def test_a_spec_of_mods_alone_may_capture_a_cpu_table(tmp_path):
+    """A spec file without a reference whose score_mod reads a module-level table
+    (docs/specs.md: captured tensors become aux by themselves) is not blamed for
+    a CPU tensor meeting the reference's inputs: its mods run where the table is."""
+    from cubridge.spec import check_spec
+
+    path = tmp_path / "captured_table.py"
+    path.write_text(
+        "import torch\n"
+        "from cubridge.attention import HeadConfig\n"
+        "CONFIGS = [HeadConfig('c', 4, 4, 64)]\n"
+        "slopes = torch.tensor([2.0 ** -(i + 1) for i in range(4)])\n"
+        "def score_mod(score, b, h, q_idx, kv_idx):\n"
+        "    return score - slopes[h] * (q_idx - kv_idx).abs()\n"
+        "def mask_mod(b, h, q_idx, kv_idx):\n"
+        "    return q_idx >= kv_idx\n")
+    check_spec(load(path))
+
+
+def test_partial_keywords_are_constants_not_aux(tmp_path):
+    """FlexAttention's idiom `functools.partial(sliding, window=200)` makes `window`
+    a keyword-only parameter with a default: a constant of the mod, not an aux
+    that make_aux must give (it raised AttributeError: partial has no __name__)."""
+    from cubridge.spec import check_spec
+    from cubridge.spec.mods import aux_parameters
+    from cubridge.transfer.trace import trace_mask_mod
+
+    path = tmp_path / "partial_window.py"
+    path.write_text(
+        "import functools\n"
+        "from cubridge.attention import HeadConfig\n"
+        "CONFIGS = [HeadConfig('p', 4, 2, 64)]\n"
+        "def sliding(b, h, q_idx, kv_idx, window):\n"
+        "    return (q_idx >= kv_idx) & (q_idx - kv_idx < window)\n"
+        "def band(b, h, q_idx, kv_idx, *, left, right):\n"
+        "    return (kv_idx <= q_idx + right) & (q_idx - kv_idx <= left)\n"
+        "mask_mod = functools.partial(sliding, window=200)\n"
+        "BAND = functools.partial(band, left=30, right=0)\n")
+    spec = load(path)
+    assert aux_parameters(spec.mask_mod) == []
+    assert aux_parameters(spec.mask_mod, ["window"]) == ["window"]  # an aux so named wins
+    check_spec(spec)
+    band = spec.mask_mod.func.__globals__["BAND"]  # keyword-only with defaults
+    assert aux_parameters(band) == []
+    for mod in (spec.mask_mod, band):
+        trace_mask_mod(mod, {})
 
 
 def test_a_python_float_times_the_indices_is_not_float32_rounding(tmp_path):
@@ -118,3 +173,23 @@ def test_a_python_float_times_the_indices_is_not_float32_rounding(tmp_path):
     summary = check_spec(load(path))
     assert summary.mods_max_error < 1e-12
     assert torch.get_default_dtype() == torch.float32  # restored
+
+
+def test_a_captured_table_is_supplied_under_the_candidates_own_name():
+    """verify-ir's line names the target CuIR, not the wrapper that supplies the
+    captured tensors ('HookPlan.supplying_captured.<locals>.call')."""
+    from cubridge.spec import from_mods
+    from cubridge.transfer.hooks import plan_hooks
+    from cubridge.verify.candidate import impl_name
+
+    table = torch.arange(8)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return table[q_idx % 8] >= kv_idx
+
+    def cuir_Target(q, k, v, scale=None, **aux):  # noqa: N802 - as the rules name it
+        return q
+
+    plan = plan_hooks(from_mods(mask_mod=mask_mod))
+    assert plan.captured
+    assert impl_name(plan.supplying_captured(cuir_Target)) == cuir_Target.__qualname__

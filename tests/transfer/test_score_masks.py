@@ -98,3 +98,26 @@ def test_finfo_min_scores_are_raised_to_the_floor_under_softmax_alone():
     assert kernel_score(traced.node, "sigmoid") is traced.node
     kept = trace_score_mod(lambda s, b, h, q, k: s * 2 + torch.where(q >= k, 0.0, -INF), {})
     assert kernel_score(kept.node, "softmax") is kept.node
+
+
+def test_check_trace_calls_the_mods_with_floating_aux_in_float64(tmp_path):
+    """A bf16 aux met by an index (`bias[b, h] * |q - k|`) is rounded to bf16 per
+    element when the mod runs on its own dtype; the hooks compute in float32 and
+    the verifier's reference gets float aux in float64, so check_trace does too
+    (it refused this mod: 'computes something else when called on tensors')."""
+    from cubridge.spec import load
+
+    path = tmp_path / "bf16_aux.py"
+    path.write_text(
+        "import torch\n"
+        "from cubridge.attention import HeadConfig\n"
+        "CONFIGS = [HeadConfig('a', 4, 1, 64)]\n"
+        "AUX_SHAPES = {'bb': ('B', 'Hq'), 'hb': ('Hq',)}\n"
+        "def make_aux(shape, generator, device):\n"
+        "    bb = torch.rand(shape.b, shape.hq, generator=generator).to(torch.bfloat16)\n"
+        "    hb = torch.rand(shape.hq, generator=generator).to(torch.float16)\n"
+        "    return {'bb': bb.to(device), 'hb': hb.to(device)}\n"
+        "def score_mod(score, b, h, q_idx, kv_idx, *, bb, hb):\n"
+        "    return score + hb[h] * 0.5 - bb[b, h] * (q_idx - kv_idx).abs() * 0.01\n")
+    spec = load(path)
+    check_trace(spec, plan_hooks(spec), Shape(b=1, hq=4, hk=1, sq=61, sk=64, d=64))

@@ -1,0 +1,5 @@
+from cubridge.attention import HeadConfig
+CONFIGS = [HeadConfig("hd512", 8, 2, 512, None)]
+DTYPES = ["bf16"]
+def mask_mod(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
