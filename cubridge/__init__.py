@@ -26,14 +26,17 @@ def compile(spec: str | Path, *, kernel: str | LibraryKernel | None = None,  # n
 
     Runs `cubridge run` without the benchmark (cached in the run directory):
     transfer, IR verification, lowering, compilation and GPU verification.
-    Raises if any of them fails or this machine cannot finish them (no nvcc,
-    no GPU). `kernel`: the library entry (name or object); default: the one
+    Raises if any of them fails or this machine cannot finish them
+    (NvccNotFoundError, NoGpuError from cubridge.build.errors). `kernel`: the
+    library entry (name or object); default: the one
     `cubridge.kernels.select_kernel` picks for this GPU and the spec."""
     from cubridge.pipeline.run import RunOptions, run  # `import cubridge` stays light
 
     result = run(spec, RunOptions(kernel=kernel, out=out, bench=False, seed=seed))
-    if result.stopped or result.kernel is None:
-        raise RuntimeError(f"cubridge.compile({spec}): {result.stopped or 'no kernel produced'}")
+    if result.stopped:  # (NoGpuError, NvccNotFoundError: RuntimeErrors both)
+        raise result.stop_error(f"cubridge.compile({spec}): {result.stopped}")
+    if result.kernel is None:
+        raise RuntimeError(f"cubridge.compile({spec}): no kernel produced")
     return result.kernel
 
 

@@ -40,6 +40,7 @@ from cubridge.bench.runner import OK, BenchConfig, run_bench
 from cubridge.bench.timing import TimingSettings, gpu_timer
 from cubridge.build.compile import DEFAULT_HOOKS_DIR
 from cubridge.build.driver import device_arch
+from cubridge.build.errors import NoGpuError, NvccNotFoundError
 from cubridge.build.nvcc import nvcc_available
 from cubridge.build.resources import SPILL_BUDGET_BYTES
 from cubridge.ir import attention_fn
@@ -100,7 +101,12 @@ def attention(q, k, v, scale=None, **aux):
 
 class StopRun(Exception):
     """The run cannot go further on this machine (no nvcc, no GPU, an LLM
-    budget); what was produced so far stays in the run directory."""
+    budget); what was produced so far stays in the run directory. `error`: the
+    exception class cubridge.compile raises for it (NoGpuError, NvccNotFoundError)."""
+
+    def __init__(self, message: str, error: type[Exception] = RuntimeError):
+        super().__init__(message)
+        self.error = error
 
 
 class VerificationFailed(Exception):
@@ -129,6 +135,7 @@ class RunResult:
     run_dir: Path
     stages: dict[str, StageRecord] = field(default_factory=dict)
     stopped: str = ""  # why the run ended early, if it did
+    stop_error: type[Exception] = RuntimeError  # what cubridge.compile raises for it
     kernel: CompiledVariant | None = None
     route: Route | None = None
 
@@ -225,7 +232,7 @@ def run(spec_path: str | Path, options: RunOptions | None = None) -> RunResult:
         if opts.bench:
             _bench(ctx, variant)
     except StopRun as stop:
-        result.stopped = str(stop)
+        result.stopped, result.stop_error = str(stop), stop.error
         ctx.run_dir.log(f"stopped: {stop}")
     except Exception as exc:  # a failed stage: its report says which and why, then it raises
         result.stages = dict(ctx.run_dir.stages)
@@ -301,7 +308,8 @@ def _compile(ctx: _Run, variant: CompiledVariant) -> None:
     run_dir, arch = ctx.run_dir, ctx.arch
     if not nvcc_available():
         raise StopRun("nvcc not found: stopped after lowering (CUDA source in "
-                      f"{run_dir.path}); install the CUDA toolkit or set CUDA_HOME")
+                      f"{run_dir.path}); install the CUDA toolkit or set CUDA_HOME",
+                      NvccNotFoundError)
 
     def body(rec: StageRecord) -> None:
         built = []
@@ -358,7 +366,8 @@ def _verify_gpu(ctx: _Run, variant: CompiledVariant) -> None:
     run_dir, opts, spec = ctx.run_dir, ctx.opts, ctx.spec
     if not torch.cuda.is_available():
         raise StopRun("no CUDA GPU visible: stopped after compiling (cubins in "
-                      f"{run_dir.path}); run again on a GPU machine to verify and benchmark")
+                      f"{run_dir.path}); run again on a GPU machine to verify and benchmark",
+                      NoGpuError)
 
     # A kernel the LLM edited is generated code: it runs in a worker process (its
     # kernel.py), where a fault or a hang ends the worker, not the run.
@@ -531,7 +540,7 @@ def _llm_path(ctx: _Run) -> CompiledVariant:
     target = _llm_transfer(ctx)
     if not nvcc_available():
         raise StopRun(f"nvcc not found: stopped after the verified target CuIR ({target}); the "
-                      "LLM lowering checks each reply by compiling it")
+                      "LLM lowering checks each reply by compiling it", NvccNotFoundError)
     settings = ctx.opts.llm_settings or StageSettings()
     lowered = _llm_stage(ctx, lambda: llm_lower.lower(
         target, _llm_client(ctx, "lower"), ctx.run_dir, ctx.spec_path, settings,

@@ -41,6 +41,13 @@ def test_run_stops_after_compiling_without_gpu_and_caches(tmp_path):
     assert len(stage_lines) == 8
     assert all(x.split("] ")[1].startswith("cached") for x in stage_lines), stage_lines
 
+    # cubridge.compile raises the stop as what it is (from the cache: no stage reruns)
+    import cubridge
+    from cubridge.build.errors import NoGpuError
+
+    with pytest.raises(NoGpuError, match="no CUDA GPU visible"):
+        cubridge.compile(SPECS / "softcap_causal.py", out=out)
+
 
 def test_run_reports_a_bad_spec_with_its_location(tmp_path):
     from cubridge.spec import SpecError
@@ -74,6 +81,9 @@ def test_the_spec_is_traced_once_and_the_plan_read_back(tmp_path, monkeypatch):
     out = tmp_path / "run"
     result = run(SPECS / "document_causal.py", RunOptions(out=out, log=lambda _: None))
     assert "nvcc not found" in result.stopped and calls == ["mask_mod"]
+    from cubridge.build.errors import NvccNotFoundError
+
+    assert result.stop_error is NvccNotFoundError
     plan = json.loads((out / "plan.json").read_text())
     assert plan["path"] == "rules" and plan["kernel"] == "fa_sm90"  # the sm_90a default
     assert plan["hooks"]["classification"] == "table"
