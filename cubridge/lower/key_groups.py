@@ -3,8 +3,8 @@
 BigBird's mask (`|qb - kb| <= 1 | qb == 0 | kb == 0 | rand_blocks[h, qb, kb]` with
 `kb = k // 64`) is the same for every key of a 64-key group. Evaluated per pair, a
 kernel computes it 64 times a row a block where two evaluations would do, and the table
-read per score spilled (352 B on fa_sm90). Where every use of the key in the mask is a
-floor quotient `k // G'` by a power of two, the mask is constant on aligned groups of
+read per score spilled (352 B in the Hopper kernel). Where every use of the key in the
+mask is a floor quotient `k // G'` by a power of two, the mask is constant on aligned groups of
 G = min(G') keys: a kernel may evaluate it once a group, at the group's first key, and
 set the group's bits at once (kKeyGroup, docs/hooks.md).
 """

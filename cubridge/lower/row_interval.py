@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.lower.cuda_render import render_value
-from cubridge.transfer.expr import DType, Node, apply, const, free_vars
+from cubridge.transfer.expr import DType, Node, apply, const, free_vars, negate
 from cubridge.transfer.simplify import simplify
 
 KEY = "k"
@@ -86,10 +86,6 @@ def _combine(a: Node | None, b: Node | None, sign: int) -> Node | None:
     return apply("add" if sign > 0 else "sub", a, b)
 
 
-# not (a OP b) == (a NOT_OP b) for integers
-_NEGATED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
-
 def _negated(n: Node) -> Node | None:
     """`not n` with the negation pushed one level in (De Morgan, an integer
     comparison flipped), or None where it does not go in."""
@@ -98,9 +94,8 @@ def _negated(n: Node) -> Node | None:
     if n.op in ("and", "bitand", "or", "bitor") and n.dtype == DType.BOOL:
         op = "or" if n.op in ("and", "bitand") else "and"
         return apply(op, apply("not", n.args[0]), apply("not", n.args[1]))
-    if n.op in _NEGATED and all(a.dtype == DType.INT for a in n.args):  # (a float may be NaN)
-        return apply(_NEGATED[n.op], *n.args)
-    return None
+    flipped = negate(n)
+    return None if flipped.op == "not" else flipped
 
 
 def _disjuncts(n: Node) -> list[list[Node]] | None:

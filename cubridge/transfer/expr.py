@@ -259,6 +259,18 @@ def cast_value(value: object, dtype: DType) -> bool | int | float:
     return float(value)  # type: ignore[arg-type]
 
 
+# not (a OP b) is (a NOT_OP b) for integers
+_NEGATED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
+def negate(c: Node) -> Node:
+    """not c: an integer comparison flipped (`q < k` -> `q >= k`, a form the mask
+    analyses read), anything else wrapped in `not` (floats too: NaN compares false)."""
+    if c.op in _NEGATED and all(a.dtype == DType.INT for a in c.args):
+        return apply(_NEGATED[c.op], *c.args)
+    return apply("not", c)
+
+
 def free_vars(node: Node) -> set[str]:
     return {n.arg for n in node.walk() if n.op == "var"}  # type: ignore[misc]
 

@@ -34,17 +34,6 @@ def _is_minus_inf(n: Node) -> bool:
     return n.op == "const" and isinstance(n.arg, float) and n.arg == -math.inf
 
 
-_FLIPPED = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
-
-def _negated(c: Node) -> Node:
-    """not c, a comparison of integers flipped (`masked_fill(q < k, -inf)` keeps
-    q >= k, a form row intervals read; floats keep `not`: NaN compares false)."""
-    if c.op in _FLIPPED and all(a.dtype == expr.DType.INT for a in c.args):
-        return expr.apply(_FLIPPED[c.op], *c.args)
-    return expr.apply("not", c)
-
-
 def _is_zero(n: Node) -> bool:
     return n.op == "const" and not isinstance(n.arg, bool) and n.arg == 0
 
@@ -63,7 +52,7 @@ def split_score_mask(score: Node) -> tuple[Node, Node | None]:
             return kept, c if inner is None else expr.apply("and", c, inner)
         if _free_of_score(c) and _is_minus_inf(a):
             kept, inner = split_score_mask(b)
-            not_c = _negated(c)
+            not_c = expr.negate(c)
             return kept, not_c if inner is None else expr.apply("and", not_c, inner)
     if score.op == "add":
         (kx, cx), (ky, cy) = (split_score_mask(a) for a in score.args)

@@ -601,15 +601,21 @@ def _cast(x: Node, dtype: DType) -> Node:
     return expr.cast(x, dtype)
 
 
+def _constant_dtype(x: object, dtype: object) -> DType:
+    """The dtype of a constant made like x (`ones_like(x, dtype=...)`, `x.new_tensor`)."""
+    if dtype is None:
+        return _lift(x).dtype
+    if dtype not in _TORCH_TO_IR:
+        raise TraceError(f"unsupported dtype={dtype} (use bool, int32, int64 or float32)")
+    return _TORCH_TO_IR[dtype]
+
+
 def _like(value: object) -> Callable[..., Sym]:
     def handler(x: object, fill: object = None, *, dtype: object = None, **kw: object) -> Sym:
         v = fill if value is None else value
         if isinstance(v, torch.Tensor):
             v = _lift(v).arg
-        if dtype is not None and dtype not in _TORCH_TO_IR:
-            raise TraceError(f"unsupported dtype={dtype} (use bool, int32, int64 or float32)")
-        target = _TORCH_TO_IR[dtype] if dtype is not None else _lift(x).dtype
-        return Sym(expr.const(expr.cast_value(v, target)))
+        return Sym(expr.const(expr.cast_value(v, _constant_dtype(x, dtype))))
 
     return handler
 
@@ -619,10 +625,7 @@ def _new_tensor(x: object, data: object, *, dtype: object = None, **kw: object) 
     if not isinstance(data, bool | int | float) and not (
             isinstance(data, torch.Tensor) and data.dim() == 0):
         raise TraceError("new_tensor of a non-scalar; hooks compute one scalar per pair")
-    if dtype is not None and dtype not in _TORCH_TO_IR:
-        raise TraceError(f"unsupported dtype={dtype} (use bool, int32, int64 or float32)")
-    target = _TORCH_TO_IR[dtype] if dtype is not None else _lift(x).dtype
-    return Sym(expr.const(expr.cast_value(_lift(data).arg, target)))
+    return Sym(expr.const(expr.cast_value(_lift(data).arg, _constant_dtype(x, dtype))))
 
 
 def _new(value: object) -> Callable[..., Sym]:
