@@ -147,8 +147,9 @@ def _choices(terms: list[list[Node]]) -> list[list[Node]]:
 
 
 def _complement(g: Node, x: Node) -> bool:
-    return x == apply("not", g) or g == apply("not", x) or (
-        x.op in _NEGATED and _negated(g) == x)
+    """Whether x is not g (`~(q < t)` or `q >= t`)."""
+    return any(a == b for a, b in ((x, apply("not", g)), (g, apply("not", x)),
+                                   (x, negate(g)), (g, negate(x))))
 
 
 def _excludes(g: Node, atoms: list[Node]) -> bool:
