@@ -5,7 +5,8 @@ interval of keys [lo(b, h, q), hi(b, h, q)]; a disjunction of such conjunctions
 (a window plus global keys: `q >= k & (q - k < W | k < G)`) allows the union of
 their intervals, and a choice free of the key (`torch.where(h % 2 == 1, q - k < 512,
 q - k < 128)`) the interval it chooses; negations are pushed in, and a choice by the
-key is the union `(c & a) | (~c & b)`. A kernel may then set a row's mask bits as
+key is the union `(c & a) | (~c & b)`. Past MAX_INTERVALS, conjunctions whose row
+conditions exclude each other become such a choice. A kernel may then set a row's mask bits as
 a few ranges, a few operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
 Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
@@ -116,10 +117,67 @@ def _disjuncts(n: Node) -> list[list[Node]] | None:
             terms = left + right
         else:
             terms = [a + b for a in left for b in right]
+        terms = _choices(terms)
         return terms if len(terms) <= MAX_INTERVALS else None
+    if n.dtype == DType.BOOL and KEY in free_vars(n):
+        bounded = _abs_compared(n)  # |q - k| <= W: q - k <= W & q - k >= -W
+        if bounded is not None:
+            return _disjuncts(bounded)
     # (a key-free choice between two conjunctions, `where(h % 2 == 1, A, B)`, is one
     # atom: _interval takes the bounds the choice selects)
     return [[n]]
+
+
+def _choices(terms: list[list[Node]]) -> list[list[Node]]:
+    """Past MAX_INTERVALS conjunctions, two whose key-free conditions exclude each
+    other (`g & A` and `~g & B`: no row has both) are one choice `where(g, A, B)`: a
+    causal prompt then frames (`q < t & k <= q | q >= t & k < t | q >= t & ...`)."""
+    while len(terms) > MAX_INTERVALS:
+        pair = next(((i, j, g) for i, a in enumerate(terms) for j, b in enumerate(terms)
+                     if i != j for g in a if KEY not in free_vars(g)
+                     and g.dtype == DType.BOOL and _excludes(g, b)), None)
+        if pair is None:
+            return terms
+        i, j, g = pair
+        a = [x for x in terms[i] if x is not g]
+        b = [x for x in terms[j] if not _complement(g, x)]
+        choice = apply("where", g, _conjunction(a), _conjunction(b))
+        terms = [t for m, t in enumerate(terms) if m not in (i, j)] + [[choice]]
+    return terms
+
+
+def _complement(g: Node, x: Node) -> bool:
+    """Whether x is not g (`~(q < t)` or `q >= t`)."""
+    return any(a == b for a, b in ((x, apply("not", g)), (g, apply("not", x)),
+                                   (x, negate(g)), (g, negate(x))))
+
+
+def _excludes(g: Node, atoms: list[Node]) -> bool:
+    return any(_complement(g, x) for x in atoms)
+
+
+def _conjunction(atoms: list[Node]) -> Node:
+    out = atoms[0] if atoms else const(True)
+    for x in atoms[1:]:
+        out = apply("and", out, x)
+    return out
+
+
+def _abs_compared(n: Node) -> Node | None:
+    """An order between |x| (an integer) and a key-free y, without the abs: |x| <= y is
+    x <= y & x >= -y (empty for y < 0), |x| >= y is x >= y | x <= -y (every x for
+    y <= 0); lt and gt alike. None for other atoms."""
+    if n.op not in _FLIPPED or n.op == "eq":
+        return None
+    op, (a, y) = n.op, n.args
+    if a.op != "abs":
+        op, a, y = _FLIPPED[op], y, a
+    if a.op != "abs" or a.dtype != DType.INT or y.dtype != DType.INT or KEY in free_vars(y):
+        return None
+    x, neg_y = a.args[0], simplify(apply("neg", y))
+    if op in ("le", "lt"):
+        return apply("and", apply(op, x, y), apply(_FLIPPED[op], x, neg_y))
+    return apply("or", apply(op, x, y), apply(_FLIPPED[op], x, neg_y))
 
 
 # key OP x, for `c * key + r OP 0` with c = +1 (x = -r) and c = -1 (x = r):

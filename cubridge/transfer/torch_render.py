@@ -74,14 +74,20 @@ def render_torch(node: Node, aux_vars: Mapping[str, str],
         if n.op in ("min", "max"):
             a, b = n.args
             limit = "max" if n.op == "min" else "min"
-            if b.op == "const":
+            if _python_scalar(b):
                 return f"torch.clamp({go(a)}, {limit}={go(b)})"
-            if a.op == "const":
+            if _python_scalar(a):
                 return f"torch.clamp({go(b)}, {limit}={go(a)})"
             return f"torch.{n.op}imum({go(a)}, {go(b)})"
         return _TEMPLATES[n.op].format(*(go(a) for a in n.args))
 
     return go(node)
+
+
+def _python_scalar(n: Node) -> bool:
+    """Whether n renders as a Python number (constants and arithmetic on them alone:
+    `100 - 1`), which torch.minimum does not take."""
+    return all(x.op not in ("var", "aux_load", "aux_size") for x in n.walk())
 
 
 def render_torch_body(node: Node, aux_vars: Mapping[str, str],

@@ -207,9 +207,9 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
 # through each kernel.
 BEYOND_EXAMPLES = ["c_style_ops", "causal_in_score_mod", "finfo_min_mask", "half_precision_reads",
                    "kitchen_sink", "log_buckets", "pair_masks", "prefix_past_int_range",
-                   "random_blocks", "residue_keys", "residue_ranges", "row_factor_signs",
-                   "sigmoid_window_in_score_mod", "sparse_fixed", "strided_heads", "tree_mask",
-                   "window_per_head"]
+                   "prompt_then_frames", "random_blocks", "residue_keys", "residue_ranges",
+                   "row_factor_signs", "sigmoid_window_in_score_mod", "sparse_fixed",
+                   "strided_heads", "tree_mask", "window_per_head"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -82,7 +82,22 @@ WITH_INTERVAL = {
     "same_block": lambda b, h, q, k: (q // 64 == k // 64) & (k <= q),
     "quotients_of_offsets": lambda b, h, q, k: ((k + 5) // 12 > q // 12 - 3) &
     ((q - k) // 7 >= -2),
+    # conjunctions past MAX_INTERVALS whose row conditions exclude each other: a choice
+    "prompt_then_frames": lambda b, h, q, k: (k < 90) & ((q < 90) & (k <= q) | (q >= 90)) | (
+        (k >= 90) & (q >= 90) & ((k - 90) // 32 <= (q - 90) // 32)),
+    "three_pieces_by_row": lambda b, h, q, k: ((q < 100) & (k <= q)) | ((q >= 100) & (k < 10)) | (
+        (q >= 100) & (q - k < 20) & (k <= q)),
+    "negated_row_condition": lambda b, h, q, k: ((q - k < 7) & (k <= q) & ~(q > 150)) | (
+        (k < 5) & (q > 150)) | ((q > 150) & (k >= q - 30) & (k <= q)),
     "strict_quotient_bounds": lambda b, h, q, k: ((k - q) // 3 < 4) & (q // 10 < (k + 1) // 10),
+    # |x| against a key-free bound: a two-sided window, or the two sides it leaves
+    "abs_window": lambda b, h, q, k: (q - k).abs() <= 40,
+    "abs_builtin_strict_flipped": lambda b, h, q, k: 25 > abs(k - q + 3),
+    "abs_window_per_head": lambda b, h, q, k: torch.abs(q - k) < 10 * h + 5,
+    "abs_negative_bound": lambda b, h, q, k: (q - k).abs() <= h - 2,  # (empty at h < 2)
+    "abs_outside_band": lambda b, h, q, k: (q - k).abs() >= 30,
+    "abs_outside_any_bound": lambda b, h, q, k: (k - q).abs() > h - 2,  # (every key at h < 2)
+    "abs_negated": lambda b, h, q, k: ~((q - k).abs() > 16) & (k <= q),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
@@ -96,6 +111,11 @@ WITHOUT = {
     "choice_by_the_key_of_unions": lambda b, h, q, k: torch.where(k < 4, (k < 2) | (k > 3),
                                                                   (q >= k) | (k > 280)),
     "negated_equal": lambda b, h, q, k: ~(k == q),
+    # three pieces whose row conditions do not exclude each other
+    "three_pieces_overlapping_rows": lambda b, h, q, k: ((q < 200) & (k <= q)) | (
+        (q >= 100) & (k < 10)) | ((q >= 150) & (q - k < 20) & (k <= q)),
+    "abs_window_with_two_more": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8) | (k < 8),
+    "abs_of_a_key_sum": lambda b, h, q, k: (q + k).abs() <= 40 * k,  # (a key-dependent bound)
 }
 
 

@@ -151,6 +151,15 @@ def residue_ranges(b, h, q, k):
                        ((k % 4) < 2) & (k < 300) & (k <= q + 3))
 
 
+def prompt_then_frames(b, h, q, k, *, prefix_len):
+    # a causal prompt, then frames of 64 tokens (whole within a frame, causal across
+    # them) that see the whole prompt: three conjunctions, two of which no row has both
+    # of (a choice between them by the row, row_interval._choices)
+    text_k, text_q = k < prefix_len, q < prefix_len
+    frames = (k - prefix_len) // 64 <= (q - prefix_len) // 64
+    return text_k & (text_q & (k <= q) | ~text_q) | ~text_k & ~text_q & frames
+
+
 def abs_window_fmod_stride(b, h, q, k):
     # as users write them: a bidirectional window by abs() and strided keys behind by
     # torch.fmod (fmod(d, n) == 0 is d % n == 0)
@@ -353,6 +362,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("residue_keys", residue_keys),
         make_spec("sparse_fixed", sparse_fixed),
         make_spec("residue_ranges", residue_ranges),
+        make_spec("prompt_then_frames", prompt_then_frames),
         make_spec("causal_in_score_mod", None, causal_in_score_mod),
         make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),

@@ -322,6 +322,18 @@ def test_masked_fill_is_a_where():
     assert t.op == "where" and t.args[1] == expr.const(-math.inf) and t.args[2] == expr.var("score")
 
 
+def test_min_and_max_against_constant_arithmetic_render_as_clamps():
+    """torch.minimum takes no Python number: `min(100 - 1, q)` (a row interval's folded
+    bounds) renders as a clamp, whichever side the constant arithmetic is on."""
+    q = expr.var("q")
+    ninety_nine = expr.apply("add", expr.const(100), expr.const(-1))
+    for op, want in (("min", torch.clamp(_grid()[2], max=99)),
+                     ("max", torch.clamp(_grid()[2], min=99))):
+        for args in ((ninety_nine, q), (q, ninety_nine)):
+            got = _eval_traced(expr.apply(op, *args), {}, None)
+            assert torch.equal(got, want), (op, args)
+
+
 # ---------------------------------------------------------------------------
 # torch ops users write in mods: each traces to what torch computes on the grid
 # (q - k spans both signs; scores both signs, past softplus's threshold)
