@@ -99,9 +99,10 @@ def launcher(kernel: Any, build: Any, dtype: Any, compiled: Any) -> Callable[...
 
 
 def build_shapes(spec: Any, build: Any) -> list[Any]:
-    from cubridge.spec.shapes import verification_shapes
+    from cubridge.spec.shapes import fit_shapes, verification_shapes
 
-    return verification_shapes([c for c in spec.configs if (c.d, c.head_dim_v) == build.dims])
+    return fit_shapes(spec, verification_shapes(
+        [c for c in spec.configs if (c.d, c.head_dim_v) == build.dims]))
 
 
 def _shape_json(shape: Any) -> list[int | None]:

@@ -17,7 +17,7 @@ from cubridge.ir import KernelBase, attention_fn
 from cubridge.ir.structure import diff_kernels, show
 from cubridge.spec import load
 from cubridge.spec.lengths import long_check_shapes
-from cubridge.spec.shapes import shapes_for
+from cubridge.spec.shapes import fit_shapes, shapes_for
 from cubridge.verify import verify
 
 MAX_FAILURE_LINES = 8
@@ -53,6 +53,7 @@ def verify_program(module: ModuleType, spec_path: str, sizes: Sequence[tuple[int
     shapes = shapes_for(spec.configs, sizes)
     if spec_lengths:
         shapes += long_check_shapes(spec.configs, spec)
+    shapes = fit_shapes(spec, shapes)
     report = verify(spec, attention_fn(cls), device="cpu",
                     dtypes=spec.dtypes if spec_lengths else [spec.dtypes[0]],
                     shapes=shapes, trials=trials, seed=seed, require_lse=spec.returns_lse)

@@ -40,7 +40,7 @@ from cubridge.spec.helpers import (
     softmax_attention,
 )
 from cubridge.spec.model import Spec
-from cubridge.spec.shapes import smoke_shape
+from cubridge.spec.shapes import fit_shapes, smoke_shape
 from cubridge.transfer.hooks import HookPlan, check_trace, plan_hooks
 
 PathName = Literal["rules", "llm"]
@@ -86,7 +86,8 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
                          f"({type(exc).__name__}: {exc})", kernel)
         if trace_check is None:
             n = min(TRACE_CHECK_LEN, *spec.seq_lens)
-            trace_check = smoke_shape(spec.configs, sq=n, sk=min(n + 3, *spec.seq_lens))
+            trace_check = fit_shapes(spec, [smoke_shape(spec.configs, sq=n,
+                                                        sk=min(n + 3, *spec.seq_lens))])[0]
         check_trace(spec, plan, trace_check)
         mods = [n for n in ("score_mod", "mask_mod") if getattr(spec, n) is not None]
         verb = "trace" if len(mods) > 1 else "traces"

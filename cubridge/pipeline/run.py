@@ -70,7 +70,7 @@ from cubridge.spec.check import check_digest, check_spec
 from cubridge.spec.lengths import long_check_shapes
 from cubridge.spec.loader import load, read_spec_source
 from cubridge.spec.model import Spec
-from cubridge.spec.shapes import shapes_for, verification_shapes
+from cubridge.spec.shapes import fit_shapes, shapes_for, verification_shapes
 from cubridge.transfer.hooks import HookPlan
 from cubridge.transfer.target import load_target, write_target
 from cubridge.verify import VerifyReport, verify
@@ -185,7 +185,7 @@ def _ir_shapes(spec: Spec) -> list[Shape]:
     GQA ratios with few heads, and the spec check's long case (past twice the
     spec's largest integer constant; cubridge.spec.lengths)."""
     small = shapes_for(spec.configs, ((1, 65, 129), (2, 200, 127), (1, 1, 70)))
-    return [*small, *long_check_shapes(spec.configs, spec)]
+    return fit_shapes(spec, [*small, *long_check_shapes(spec.configs, spec)])
 
 
 def _gpu_shapes(spec: Spec) -> list[Shape]:
@@ -193,7 +193,7 @@ def _gpu_shapes(spec: Spec) -> list[Shape]:
     not tile multiples."""
     big = [Shape.from_config(cfg, b=2, sq=1000, sk=1000) for cfg in spec.configs]
     big += [Shape.from_config(spec.configs[0], b=1, sq=2100, sk=3000)]
-    return [*verification_shapes(spec.configs), *big]
+    return fit_shapes(spec, [*verification_shapes(spec.configs), *big])
 
 
 def _start(spec_path: str | Path, opts: RunOptions, *, check: bool = False

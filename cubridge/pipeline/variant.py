@@ -123,6 +123,9 @@ class CompiledVariant:
         if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
             raise ValueError(f"{self.spec.name}: q, k, v must be 4-d [B, H, S, D], got "
                              f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        if self.spec.self_attention and q.shape[2] != k.shape[2]:
+            raise ValueError(f"{self.spec.name}: a self-attention spec (SELF_ATTENTION = True) "
+                             f"takes Sq = Sk, got Sq = {q.shape[2]}, Sk = {k.shape[2]}")
         if not self._keys:
             self.prepare(q.device)
         key = self._keys.get((q.shape[3], v.shape[3], q.dtype))

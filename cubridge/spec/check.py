@@ -14,13 +14,14 @@ from cubridge.spec.errors import (
     describe_exception,
     location_in_traceback,
     location_of,
+    self_attention_hint,
 )
 from cubridge.spec.inputs import DISTRIBUTIONS, Inputs, make_aux, make_inputs
 from cubridge.spec.lengths import MAX_LONG, covered_constant, long_check_shapes
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import float64_default, mods_attention
 from cubridge.spec.reference import call_reference
-from cubridge.spec.shapes import check_shapes, smoke_shape, verification_shapes
+from cubridge.spec.shapes import check_shapes, fit_shapes, smoke_shape, verification_shapes
 
 # float64 reference and float64 mods evaluator compute the same sums in a
 # different order; anything above this is a disagreement, not rounding.
@@ -123,6 +124,7 @@ def _mods_raised(spec: Spec, shape: Shape, exc: Exception) -> SpecError:
         hint = ("; mods are called on index tensors (per element under torch.vmap, as "
                 "FlexAttention calls them): use tensor ops and torch.where, not a Python "
                 "`if` on a tensor")
+    hint += self_attention_hint(spec, shape)
     return SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}{hint}",
                      _mods_location(spec, exc))
 
@@ -223,8 +225,8 @@ def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
     summary = CheckSummary(spec)
     # The small check shapes, and the verifier's shapes that stress a reference
     # most: queries far past the keys (empty rows) and the long shape.
-    sweep = verification_shapes(spec.configs)
-    shapes = check_shapes(spec.configs) + [s for s in sweep if s.sq > 1000]
+    sweep = fit_shapes(spec, verification_shapes(spec.configs))
+    shapes = fit_shapes(spec, check_shapes(spec.configs)) + [s for s in sweep if s.sq > 1000]
     summary.shapes = shapes
     for i, shape in enumerate(shapes):
         inputs = make_inputs(spec, shape, torch.float64, "normal",
@@ -239,15 +241,16 @@ def check_spec(spec: Spec, seed: int = 0) -> CheckSummary:
                 raise SpecError(f"make_aux is not deterministic: {name} differs between two "
                                 "calls with the same generator state; draw randomness only "
                                 "from the generator", location_of(spec.make_aux))
-    small = check_shapes(spec.configs)
+    small = fit_shapes(spec, check_shapes(spec.configs))
     check_reference_device(spec, make_inputs(spec, small[0], torch.float64, "normal",
                                              torch.Generator().manual_seed(seed)))
     for dtype in spec.dtypes:
         for dist in DISTRIBUTIONS:
-            inputs = make_inputs(spec, small[1], dtype, dist, torch.Generator().manual_seed(seed))
+            inputs = make_inputs(spec, small[min(1, len(small) - 1)], dtype, dist,
+                                 torch.Generator().manual_seed(seed))
             call_reference(spec, inputs, expect_lse=spec.returns_lse)
             summary.reference_calls += 1
-    summary.long_shapes = long_check_shapes(spec.configs, spec)
+    summary.long_shapes = fit_shapes(spec, long_check_shapes(spec.configs, spec))
     summary.largest_constant = covered_constant(spec)[0]
     if spec.mask_mod is not None or spec.score_mod is not None:
         summary.mods_max_error = check_mods(spec, small, seed)

@@ -102,3 +102,15 @@ def location_in_traceback(exc: BaseException, path: Path | None) -> str | None:
 
 def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def self_attention_hint(spec: object, shape: object) -> str:
+    """What to say where a spec raised on a shape whose queries and keys differ in
+    length: a spec written for self-attention (one position tensor for both) says so."""
+    sq, sk = getattr(shape, "sq", None), getattr(shape, "sk", None)
+    if sq == sk or getattr(spec, "self_attention", False):
+        return ""
+    return (f"; this shape has Sq = {sq} != Sk = {sk}: a spec for self-attention only (one "
+            "per-position tensor for queries and keys) says SELF_ATTENTION = True, and is "
+            "then checked, verified and run at Sq = Sk")
+

@@ -53,13 +53,16 @@ def from_mods(score_mod: Callable[..., torch.Tensor] | None = None,
               seq_lens: Sequence[int] = DEFAULT_SEQ_LENS,
               dtypes: Sequence[torch.dtype | str] = (torch.bfloat16,),
               scale: float | None = None, normalizer: Normalizer = "softmax",
-              aux: Mapping[str, torch.Tensor] | None = None) -> Spec:
+              aux: Mapping[str, torch.Tensor] | None = None,
+              self_attention: bool = False) -> Spec:
     """A Spec whose reference is the attention of `score_mod` / `mask_mod`.
 
     `aux`: tensors for mods that take keyword-only aux parameters (spec
     style); mods that capture their tensors need none. `configs` and
     `seq_lens` say what to verify and benchmark on (a mod whose captured
-    tensors fix the lengths needs the lengths it was made for)."""
+    tensors fix the lengths needs the lengths it was made for). `self_attention`:
+    queries and keys are the same positions, checked and run at Sq = Sk only
+    (SELF_ATTENTION in a spec file)."""
     if score_mod is not None:
         _check_mod(score_mod, "score_mod", 5)
     if mask_mod is not None:
@@ -92,7 +95,7 @@ def from_mods(score_mod: Callable[..., torch.Tensor] | None = None,
         dtypes=[parse_dtype(d) for d in dtypes], tolerances=dict(DEFAULT_TOLERANCES),
         mask_mod=mask_mod, score_mod=score_mod, normalizer=normalizer,
         returns_lse=normalizer == "softmax", scale=scale,
-        extra={"from_mods": True},
+        extra={"from_mods": True}, self_attention=bool(self_attention),
     )
     holder["spec"] = spec
     return spec

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 import torch
 
 from cubridge.attention import Shape
-from cubridge.spec.errors import SpecError, describe_exception, location_in_traceback, location_of
+from cubridge.spec.errors import (
+    SpecError,
+    describe_exception,
+    location_in_traceback,
+    location_of,
+    location_of_name,
+    self_attention_hint,
+)
 from cubridge.spec.model import Spec
 from cubridge.spec.shapes import eval_dim
 
@@ -87,6 +94,10 @@ def make_qkv(
 def make_aux(spec: Spec, shape: Shape, g: torch.Generator) -> dict[str, torch.Tensor]:
     """The spec's aux tensors for `shape` on CPU, checked: a mapping of
     identifier names to CPU tensors with the declared shapes."""
+    if spec.self_attention and shape.sq != shape.sk:
+        raise SpecError(f"{spec.name} is a self-attention spec (SELF_ATTENTION = True): it "
+                        f"takes Sq = Sk, not shape {shape}", location_of_name(spec.path,
+                                                                             "SELF_ATTENTION"))
     if spec.make_aux is None:
         return {}
     where = location_of(spec.make_aux)
@@ -94,8 +105,8 @@ def make_aux(spec: Spec, shape: Shape, g: torch.Generator) -> dict[str, torch.Te
         aux = spec.make_aux(shape, g, torch.device("cpu"))
     except Exception as exc:
         loc = location_in_traceback(exc, spec.path) if spec.path else where
-        raise SpecError(f"make_aux raised for shape {shape}: {describe_exception(exc)}",
-                        loc) from exc
+        raise SpecError(f"make_aux raised for shape {shape}: {describe_exception(exc)}"
+                        f"{self_attention_hint(spec, shape)}", loc) from exc
     if not isinstance(aux, Mapping):
         raise SpecError(f"make_aux must return a dict of tensors, got {type(aux).__name__}",
                         where)

@@ -29,7 +29,7 @@ from cubridge.spec.inputs import make_inputs
 from cubridge.spec.model import Spec, Tolerance
 from cubridge.spec.mods import aux_parameters, mod_name, mods_attention, mods_reference
 from cubridge.spec.reference import call_reference
-from cubridge.spec.shapes import smoke_shape, validate_dim
+from cubridge.spec.shapes import fit_shapes, smoke_shape, uses_s, validate_dim
 from cubridge.spec.tolerances import DEFAULT_TOLERANCES
 
 DTYPE_NAMES: dict[str, torch.dtype] = {
@@ -285,14 +285,26 @@ def load(path: str | Path, *, default_name: str | None = None) -> Spec:
     dtypes = [parse_dtype(d, f.where("DTYPES"))
               for d in _sequence(f.get("DTYPES", list(DEFAULT_DTYPES)), "DTYPES",
                                  f.where("DTYPES"))]
+    self_attention = f.get("SELF_ATTENTION", False)
+    if not isinstance(self_attention, bool):
+        raise SpecError(f"SELF_ATTENTION = {self_attention!r}; give True (queries and keys "
+                        "are the same positions, Sq = Sk) or leave it out",
+                        f.where("SELF_ATTENTION"))
+    aux_shapes = _aux_shapes(f)
+    for aux_name, dims in (aux_shapes or {}).items():
+        if uses_s(dims) and not self_attention:
+            raise SpecError(f"AUX_SHAPES[{aux_name!r}] names S, the sequence length of a "
+                            "self-attention spec: say SELF_ATTENTION = True (Sq = Sk), or "
+                            "use Sq / Sk", f.where("AUX_SHAPES"))
 
     spec = Spec(
         name=name, description=description, path=f.path, reference=reference,
         make_aux=make_aux, configs=_configs(f), seq_lens=_seq_lens(f), dtypes=dtypes,
         tolerances=_tolerances(f), mask_mod=mask_mod, score_mod=score_mod,
         normalizer=normalizer, returns_lse=normalizer == "softmax",
-        scale=float(scale) if scale is not None else None, aux_shapes=_aux_shapes(f),
+        scale=float(scale) if scale is not None else None, aux_shapes=aux_shapes,
         flops=flops, extra={"reference_from_mods": True} if not f.get("reference") else {},
+        self_attention=self_attention,
     )
     holder["spec"] = spec
     return _smoke(spec, f)
@@ -311,8 +323,8 @@ def _smoke(spec: Spec, f: _SpecFile) -> Spec:
         # compares them with the reference and fails loudly when they differ.)
         for dist in ("normal", "scaled"):
             g = torch.Generator().manual_seed(1)
-            probe = make_inputs(spec, smoke_shape(spec.configs, sq=13, sk=29), torch.float64,
-                                dist, g).to_float64()
+            probe_shape = fit_shapes(spec, [smoke_shape(spec.configs, sq=13, sk=29)])[0]
+            probe = make_inputs(spec, probe_shape, torch.float64, dist, g).to_float64()
             ref_out, _ = call_reference(spec, probe, expect_lse=lse is not None)
             mods_out, _ = mods_attention(spec, probe.q, probe.k, probe.v, probe.aux)
             err = float((mods_out - ref_out).norm() / ref_out.norm().clamp_min(1e-300))

@@ -64,3 +64,7 @@ class Spec:
     # flops(shape, allowed_pairs) -> forward FLOPs, for a structure whose matrix
     # work is not 4 * pairs * D (differential attention); None: that default.
     flops: Callable[[Shape, int], float] | None = None
+    # SELF_ATTENTION = True: queries and keys are the same positions (Sq = Sk), so
+    # one per-position aux tensor (document or token-type ids, "S") serves both; every
+    # check, verification and call is then at Sq = Sk (cubridge.spec.shapes.fit_shapes).
+    self_attention: bool = False

@@ -10,6 +10,7 @@ from cubridge.spec.errors import (
     location_in_traceback,
     location_of,
     return_location,
+    self_attention_hint,
 )
 from cubridge.spec.inputs import Inputs
 from cubridge.spec.model import Spec
@@ -30,7 +31,8 @@ def call_reference(
         result = spec.reference(inputs.q, inputs.k, inputs.v, **inputs.aux)
     except Exception as exc:
         loc = location_in_traceback(exc, spec.path) if spec.path else where
-        raise SpecError(f"reference raised on {at}: {describe_exception(exc)}", loc) from exc
+        raise SpecError(f"reference raised on {at}: {describe_exception(exc)}"
+                        f"{self_attention_hint(spec, s)}", loc) from exc
 
     where = return_location(spec.reference, where)  # (what it returned is blamed there)
     lse = None

@@ -84,7 +84,7 @@ def smoke_shape(configs: Sequence[HeadConfig], sq: int = 8, sk: int = 8) -> Shap
     return Shape(1, hq, hk, sq, sk, d, dv)
 
 
-_DIM_NAMES = ("B", "Hq", "Hk", "Sq", "Sk", "D", "Dv")
+_DIM_NAMES = ("B", "Hq", "Hk", "Sq", "Sk", "D", "Dv", "S")  # (S: Sq = Sk, self-attention)
 _ALLOWED_NODES = (
     ast.Expression, ast.BinOp, ast.Name, ast.Constant, ast.Load,
     ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.UnaryOp, ast.USub,
@@ -92,8 +92,34 @@ _ALLOWED_NODES = (
 
 
 def dim_env(shape: Shape) -> dict[str, int]:
-    return dict(zip(_DIM_NAMES, (shape.b, shape.hq, shape.hk, shape.sq, shape.sk, shape.d,
-                                 shape.head_dim_v), strict=True))
+    # (S only where Sq = Sk: a self-attention spec's shapes; fit_shapes makes them so)
+    env = dict(zip(_DIM_NAMES[:-1], (shape.b, shape.hq, shape.hk, shape.sq, shape.sk,
+                                      shape.d, shape.head_dim_v), strict=True))
+    if shape.sq == shape.sk:
+        env["S"] = shape.sq
+    return env
+
+
+def uses_s(dims: Sequence[int | str]) -> bool:
+    """Whether declared dims name S (the sequence length of a self-attention spec)."""
+    return any(isinstance(d, str) and any(isinstance(n, ast.Name) and n.id == "S"
+                                          for n in ast.walk(ast.parse(d, mode="eval")))
+               for d in dims)
+
+
+def fit_shapes(spec: object, shapes: Sequence[Shape]) -> list[Shape]:
+    """`shapes` as `spec` can take them: for a self-attention spec (SELF_ATTENTION =
+    True) each at Sq = Sk = max(Sq, Sk), duplicates dropped (the tails and lengths
+    stay, the query/key asymmetry goes); for any other spec as given."""
+    if not getattr(spec, "self_attention", False):
+        return list(shapes)
+    out: list[Shape] = []
+    for sh in shapes:
+        n = max(sh.sq, sh.sk)
+        square = Shape(sh.b, sh.hq, sh.hk, n, n, sh.d, sh.dv)
+        if square not in out:
+            out.append(square)
+    return out
 
 
 def validate_dim(dim: object) -> str | None:
@@ -122,5 +148,9 @@ def eval_dim(dim: int | str, shape: Shape) -> int:
     """The size a declared aux dim has for `shape` (validate_dim first)."""
     if isinstance(dim, int):
         return dim
+    env = dim_env(shape)
+    if "S" not in env and uses_s((dim,)):
+        raise ValueError(f"aux dim {dim!r} names S, the sequence length of a self-attention "
+                         f"spec, but Sq = {shape.sq} != Sk = {shape.sk}")
     return int(eval(compile(ast.parse(dim, mode="eval"), "<aux dim>", "eval"),
-                    {"__builtins__": {}}, dim_env(shape)))
+                    {"__builtins__": {}}, env))

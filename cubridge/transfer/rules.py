@@ -25,6 +25,7 @@ import torch
 from cubridge.attention import Shape
 from cubridge.ir import attention_fn
 from cubridge.spec.model import Spec
+from cubridge.spec.shapes import fit_shapes
 from cubridge.transfer.hooks import HookPlan, plan_hooks
 from cubridge.transfer.target import load_target, write_target
 from cubridge.verify import verify
@@ -60,7 +61,7 @@ def default_shapes(spec: Spec) -> list[Shape]:
         out += [Shape(2, 2 * g, 2, 65, 200, 32), Shape(1, g, 1, 130, 77, 32)]
     cfg = spec.configs[0]
     out.append(Shape(1, cfg.hq // cfg.hk, 1, 1100, 1037, 32))
-    return out
+    return fit_shapes(spec, out)
 
 
 def transfer_by_rules(spec: Spec, base: type, *, out_dir: str | Path | None = None,

@@ -12,6 +12,7 @@ import torch
 from cubridge.attention import Shape, default_scale
 from cubridge.spec import DISTRIBUTIONS, Spec, call_reference, make_inputs, verification_shapes
 from cubridge.spec.loader import parse_dtype
+from cubridge.spec.shapes import fit_shapes
 from cubridge.verify.candidate import CallOutcome, ImplRef, impl_name, resolve_impl, run_candidate
 from cubridge.verify.compare import judge
 from cubridge.verify.isolation import IsolatedRunner
@@ -51,7 +52,8 @@ def verify(
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
     dtypes = [parse_dtype(d) for d in (dtypes if dtypes is not None else spec.dtypes)]
-    shapes = list(shapes) if shapes is not None else verification_shapes(spec.configs)
+    shapes = list(shapes) if shapes is not None else fit_shapes(
+        spec, verification_shapes(spec.configs))
     distributions = list(distributions) if distributions is not None else list(DISTRIBUTIONS)
     unknown = [d for d in distributions if d not in DISTRIBUTIONS]
     if unknown:
