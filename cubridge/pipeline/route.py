@@ -124,18 +124,18 @@ def is_plain_attention(spec: Spec) -> bool:
     cfg = spec.configs[0]
     group = cfg.hq // cfg.hk
     heads_kv = min(cfg.hk, 2)
-    shape = Shape(1, group * heads_kv, heads_kv, 5, 7, cfg.d, cfg.dv)
+    shape = fit_shapes(spec, [Shape(1, group * heads_kv, heads_kv, 5, 7, cfg.d, cfg.dv)])[0]
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(1, shape.hq, 5, cfg.d, generator=gen, dtype=torch.float64)
-    k = torch.randn(1, shape.hk, 7, cfg.d, generator=gen, dtype=torch.float64)
-    v = torch.randn(1, shape.hk, 7, shape.head_dim_v, generator=gen, dtype=torch.float64)
+    q = torch.randn(1, shape.hq, shape.sq, cfg.d, generator=gen, dtype=torch.float64)
+    k = torch.randn(1, shape.hk, shape.sk, cfg.d, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, shape.hk, shape.sk, shape.head_dim_v, generator=gen, dtype=torch.float64)
     aux = dict(spec.make_aux(shape, gen, torch.device("cpu"))) if spec.make_aux else {}
     got = spec.reference(q, k, v, **aux)
     got = got[0] if isinstance(got, tuple) else got
     kx, vx = expand_kv(q, k, v)
     scale = spec.scale if spec.scale is not None else default_scale(cfg.d)
     scores = scaled_scores(q, kx, scale)
-    everything = torch.ones(5, 7, dtype=torch.bool)
+    everything = torch.ones(shape.sq, shape.sk, dtype=torch.bool)
     if spec.normalizer == "softmax":
         want, _ = softmax_attention(scores, everything, vx)
     else:

@@ -52,6 +52,7 @@ from cubridge.spec.grids import (
     is_additive,
 )
 from cubridge.spec.mods import BoundMods
+from cubridge.spec.shapes import fit_shapes
 from cubridge.verify import flash_forms
 from cubridge.verify.candidate import impl_factory
 from cubridge.verify.error_text import error_summary
@@ -164,7 +165,7 @@ def additive_bias_only(spec: Spec, shape: Shape | None = None) -> bool:
     small grid."""
     if spec.score_mod is None:
         return True
-    shape = shape or Shape(2, 4, 2, 33, 47, 16)
+    shape = shape or fit_shapes(spec, [Shape(2, 4, 2, 33, 47, 16)])[0]
     mods = bind_mods(spec, make_aux(spec, shape, torch.Generator().manual_seed(0)))
     # (a Q-scaled form's rest is a bias by construction: query_scaled checks linearity)
     return (is_additive(mods.score_mod, *_grid(shape, "cpu"))

@@ -105,3 +105,22 @@ def test_a_compiled_self_attention_variant_refuses_sq_unequal_sk(tmp_path):
     kv = torch.zeros(1, 2, 65, 16, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="self-attention spec .* takes Sq = Sk, got Sq = 33"):
         variant(q, kv, kv, doc=torch.zeros(1, 65, dtype=torch.int32))
+
+
+def test_the_route_and_peer_probes_take_a_self_attention_spec_at_sq_equal_sk(tmp_path):
+    """The probes that make small shapes of their own (is the reference plain
+    attention? is the score_mod an additive bias?) ask a self-attention spec square
+    shapes only."""
+    from cubridge.pipeline.route import is_plain_attention
+    from cubridge.verify.peers import additive_bias_only
+
+    path = tmp_path / "reference_only.py"
+    path.write_text(BODY.format(flag="SELF_ATTENTION = True\n", dim="S").split(
+        "\n\ndef mask_mod")[0] + '''
+
+def score_mod(score, b, h, q_idx, kv_idx, *, doc):
+    return score + (doc[b, q_idx] == doc[b, kv_idx]) * 0.5
+''')
+    spec = load(path)
+    assert not is_plain_attention(spec)
+    assert additive_bias_only(spec)
