@@ -5,7 +5,9 @@
 # .ab/specs/device11.sh` runs the GPU tests and the three A/Bs. Call B on the same machine
 # (carrying .ab/wheels, .ab/specs, .ab/pre11, .peers/fa4.ab): `SPECS_ONLY=1 bash
 # .ab/specs/device11.sh SPEC...` runs the peers' GPU test (FA4 complete then) and each spec
-# through `cubridge run` against every peer while LIMIT seconds last.
+# through `cubridge run` against every peer while LIMIT seconds last. Call C on the same
+# machine (carrying .ab/wheels, .ab/specs, .ab/pre12): `SPECS_ONLY=1 PRE=.ab/pre12 bash
+# .ab/specs/device11.sh .ab/specs/u6/*.py` (FA4 stays extracted in /tmp/site).
 # GPU tests: the test variants c_style_ops, longformer_globals, finfo_min_*, odd_periods
 # and kitchen_sink on both kernels. A/Bs at S = 4096, two interleaved rounds, every output
 # verified before it is timed: (9) selects of the distance tabulated (main's form,
@@ -45,13 +47,18 @@ for a in ab9 ab11 ab12; do
 done
 fi
 PEERS=sdpa,flex_triton
-if [ -f /tmp/peers/fa4.aa ] && [ -f .peers/fa4.ab ]; then
-  cat /tmp/peers/fa4.aa .peers/fa4.ab | xz -d | (mkdir -p /tmp/site && tar -C /tmp/site -xf -)
+if [ ! -f /tmp/site/.fa4_ready ] && [ -f /tmp/peers/fa4.aa ] && [ -f .peers/fa4.ab ]; then
+  cat /tmp/peers/fa4.aa .peers/fa4.ab | xz -d | (mkdir -p /tmp/site && tar -C /tmp/site -xf -) \
+    && touch /tmp/site/.fa4_ready
+fi
+if [ -f /tmp/site/.fa4_ready ]; then  # (a later call on the same machine reuses it)
   export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH
   PEERS=sdpa,flex_triton,flex_flash,fa4
-  timeout 240 python -m pytest -q -p no:cacheprovider tests/bench/test_peers_gpu.py \
-    -k "tensor_constants or generator_lacks" > $R/peer_tests.txt 2>&1
-  echo "peer tests rc=$?" >> $R/summary.txt
+  if [ ! -f $R/peer_tests.txt ]; then
+    timeout 240 python -m pytest -q -p no:cacheprovider tests/bench/test_peers_gpu.py \
+      -k "tensor_constants or generator_lacks" > $R/peer_tests.txt 2>&1
+    echo "peer tests rc=$?" >> $R/summary.txt
+  fi
 fi
 export CUBRIDGE_CACHE_DIR=/tmp/cache11
 PRE=${PRE:-.ab/pre11}
