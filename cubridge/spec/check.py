@@ -124,6 +124,12 @@ def _mods_raised(spec: Spec, shape: Shape, exc: Exception) -> SpecError:
         hint = ("; mods are called on index tensors (per element under torch.vmap, as "
                 "FlexAttention calls them): use tensor ops and torch.where, not a Python "
                 "`if` on a tensor")
+    elif any(m in str(exc) for m in (".item()", "can be converted to an index",
+                                      "only integer tensors")):
+        hint = ("; mods are called on index tensors (per element under torch.vmap, as "
+                "FlexAttention calls them), so a Python list or number cannot be indexed or "
+                "converted with one (`SLOPES[h]`, `int(q_idx)`): keep the values in a "
+                "torch.tensor, or an aux tensor, and index that")
     hint += self_attention_hint(spec, shape)
     return SpecError(f"mods raised on shape {shape}: {describe_exception(exc)}{hint}",
                      _mods_location(spec, exc))

@@ -149,6 +149,27 @@ def mask_mod(b, h, q_idx, kv_idx):
     assert "LLM" not in captured.err + captured.out  # rejected, not sent to the LLM path
 
 
+def test_a_python_list_indexed_by_the_head_is_rejected_with_what_to_write(tmp_path, capsys):
+    text = HEADER + """
+SLOPES = [2.0 ** -(i + 1) for i in range(64)]
+
+
+def reference(q, k, v):
+    q_idx, kv_idx = positions(q, k)
+    k, v = expand_kv(q, k, v)
+    return softmax_attention(scaled_scores(q, k), q_idx >= kv_idx, v)
+
+
+def score_mod(score, b, h, q_idx, kv_idx):
+    return score - SLOPES[h] * (q_idx - kv_idx)
+"""
+    path = _write(tmp_path, text, "list_mod.py")
+    line = text.splitlines().index("    return score - SLOPES[h] * (q_idx - kv_idx)") + 1
+    assert main(["spec", "check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"list_mod.py:{line}" in err and "keep the values in a torch.tensor" in err
+
+
 def test_with_both_mods_the_error_names_both_lines(tmp_path):
     text = RADIUS_SPEC.replace(
         "softmax_attention(scaled_scores(q, k), allowed, v)",
