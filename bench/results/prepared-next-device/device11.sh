@@ -7,9 +7,9 @@
 # .ab/specs/device11.sh SPEC...` runs the peers' GPU test (FA4 complete then) and each spec
 # through `cubridge run` against every peer while LIMIT seconds last. Call C on the same
 # machine (carrying .ab/wheels, .ab/specs, .ab/pre12): `SPECS_ONLY=1 PRE=.ab/pre12 bash
-# .ab/specs/device11.sh .ab/specs/u6/*.py` (FA4 stays extracted in /tmp/site).
+# .ab/specs/device11.sh .ab/specs/u6/*.py .ab/specs/u7/*.py` (FA4 stays extracted in /tmp/site).
 # GPU tests: the test variants c_style_ops, longformer_globals, finfo_min_*, odd_periods
-# and kitchen_sink on both kernels. A/Bs at S = 4096, two interleaved rounds, every output
+# kitchen_sink and trig_terms on both kernels. A/Bs at S = 4096, two interleaved rounds, every output
 # verified before it is timed: (9) selects of the distance tabulated (main's form,
 # options.json {"table_selects": true}) against computed per score; (11) longformer,
 # main's header (mask_mod per pair) against two row intervals; (12) fmod_signed_period
@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=cs
 git log -1 --format='%H %s' > $R/tree.txt 2>/dev/null
 if [ -z "${SPECS_ONLY:-}" ]; then
 CUBRIDGE_CACHE_DIR=/tmp/testcache timeout 300 python -m pytest -q -p no:cacheprovider \
-  tests/lower/test_hooks_gpu.py -k "test_test_variants and (c_style_ops or longformer_globals or finfo_min or odd_periods or kitchen_sink)" \
+  tests/lower/test_hooks_gpu.py -k "test_test_variants and (c_style_ops or longformer_globals or finfo_min or odd_periods or kitchen_sink or trig_terms)" \
   > $R/gpu_tests.txt 2>&1
 echo "gpu tests rc=$?" >> $R/summary.txt
 mkdir -p /tmp/abc && for a in ab9 ab11 ab12; do tar -C /tmp/abc -xJf .ab/dev11/$a.tar.xz; done
