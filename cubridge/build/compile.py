@@ -29,7 +29,7 @@ COMMON_DIR = KERNELS_DIR / "common"
 DEFAULT_HOOKS_DIR = COMMON_DIR / "default_hooks"
 HOOKS_HEADER = "cubridge_hooks.cuh"
 BASE_FLAGS = ("-cubin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas=-v")
-_FORMAT = 3  # bump when the artifact layout or key recipe changes (3: leading comments out)
+_FORMAT = 4  # bump when the artifact layout or key recipe changes (4: base flags in the key)
 _HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".cu", ".inl")
 
 
@@ -151,7 +151,8 @@ def compile_cuda(
         "headers": _headers_digest([COMMON_DIR, *local_dirs]),
         "arch": arch,
         "defines": sorted((k, str(v)) for k, v in defines.items()),
-        "flags": list(flags),
+        # (the base flags too: a build without -lineinfo must not be served one with it)
+        "flags": [*BASE_FLAGS, *flags],
         "nvcc": nvcc_version(nvcc),
         "cutlass": metadata.version("nvidia-cutlass") if use_cutlass else None,
     }

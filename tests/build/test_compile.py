@@ -49,6 +49,20 @@ def test_cache_key_covers_source_hooks_defines_and_arch(tmp_path):
     assert "Used" in first.log
 
 
+def test_the_base_flags_are_in_the_key(tmp_path, monkeypatch):
+    """A build without -lineinfo (same_cubins.py strips it to compare cubins) is never
+    served the cached one built with it, nor the other way round."""
+    import cubridge.build.compile as compile_module
+
+    build = lambda: compile_cuda(SCALE_KERNEL, cache_dir=tmp_path, arch="sm_80",  # noqa: E731
+                                 hooks_header=HOOKS, defines={"FACTOR": 2})
+    with_lines = build()
+    monkeypatch.setattr(compile_module, "BASE_FLAGS",
+                        tuple(f for f in compile_module.BASE_FLAGS if f != "-lineinfo"))
+    without = build()
+    assert not without.from_cache and without.key != with_lines.key
+
+
 def test_a_headers_leading_comments_are_not_in_the_key(tmp_path):
     """A generated header's first lines name its spec's path: the same hooks from
     another checkout are a cache hit. Code, and the line count, stay in the key."""
