@@ -7,7 +7,7 @@
 # .ab/specs/device11.sh SPEC...` runs the peers' GPU test (FA4 complete then) and each spec
 # through `cubridge run` against every peer while LIMIT seconds last. Call C on the same
 # machine (carrying .ab/wheels, .ab/specs, .ab/pre12): `SPECS_ONLY=1 PRE=.ab/pre12 bash
-# .ab/specs/device11.sh .ab/specs/u6/*.py .ab/specs/u7/*.py` (FA4 stays extracted in /tmp/site).
+# .ab/specs/device11.sh .ab/specs/u6/*.py .ab/specs/u7/*.py .ab/specs/u8/*.py` (FA4 stays in /tmp/site).
 # GPU tests: the test variants c_style_ops, longformer_globals, finfo_min_*, odd_periods
 # kitchen_sink and trig_terms on both kernels. A/Bs at S = 4096, two interleaved rounds, every output
 # verified before it is timed: (9) selects of the distance tabulated (main's form,
