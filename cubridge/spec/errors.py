@@ -113,4 +113,3 @@ def self_attention_hint(spec: object, shape: object) -> str:
     return (f"; this shape has Sq = {sq} != Sk = {sk}: a spec for self-attention only (one "
             "per-position tensor for queries and keys) says SELF_ATTENTION = True, and is "
             "then checked, verified and run at Sq = Sk")
-

@@ -7,6 +7,7 @@ import ast
 from collections.abc import Sequence
 
 from cubridge.attention import HeadConfig, Shape
+from cubridge.spec.model import Spec
 
 # (batch, Sq, Sk) of the default verification sweep. Lengths straddle the
 # usual 64/128 tiles (63, 65, 127, 129, 200), go both ways in Sq != Sk, include
@@ -107,11 +108,11 @@ def uses_s(dims: Sequence[int | str]) -> bool:
                for d in dims)
 
 
-def fit_shapes(spec: object, shapes: Sequence[Shape]) -> list[Shape]:
+def fit_shapes(spec: Spec, shapes: Sequence[Shape]) -> list[Shape]:
     """`shapes` as `spec` can take them: for a self-attention spec (SELF_ATTENTION =
     True) each at Sq = Sk = max(Sq, Sk), duplicates dropped (the tails and lengths
     stay, the query/key asymmetry goes); for any other spec as given."""
-    if not getattr(spec, "self_attention", False):
+    if not spec.self_attention:
         return list(shapes)
     out: list[Shape] = []
     for sh in shapes:
