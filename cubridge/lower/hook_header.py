@@ -381,11 +381,12 @@ def _kv_range_body(plan: HookPlan, slots: dict[str, int]) -> str:
 
 
 def generate_header(plan: HookPlan, pair_codes: bool = True,
-                    mask_tables: bool = True) -> HookHeader:
+                    mask_tables: bool = True, table_selects: bool = False) -> HookHeader:
     """The complete cubridge_hooks.cuh of a plan, with its aux manifest.
     `pair_codes=False` / `mask_tables=False` keep what those would read from a
     table per score / pair (the forms they replace: A/B builds, the spill
-    fallbacks' test)."""
+    fallbacks' test); `table_selects=True` tabulates selections of the distance
+    on the score's path too (the form before 2026-12-07, for A/B builds)."""
     # (only into free slots: a spec that fills them keeps its terms per score)
     free = MAX_AUX - len(_slots(plan, ()))
     score = kernel_score(plan.score.node if plan.score else None, plan.normalizer)
@@ -397,7 +398,7 @@ def generate_header(plan: HookPlan, pair_codes: bool = True,
         if mask_tables and free >= 1 else None
     if table is not None:
         mask, free = table.read(), free - 1
-    tables = distance_tables(score)[:free]
+    tables = distance_tables(score, selects=table_selects)[:free]
     narrow = narrowed_indices(score, mask, {a.name: a.dtype for a in plan.aux}, plan.fixed_dims)
     slots = _slots(plan, tables, narrow, code, table)
     slot_of = {s.name: s.slot for s in slots}

@@ -38,10 +38,15 @@ from cubridge.transfer.torch_render import grid_function
 MAX_TABLES = 2
 TABLE_DTYPES = {DType.FLOAT: torch.float32, DType.INT: torch.int32}
 
-# Work that a table read replaces with profit: transcendental functions,
-# divisions, and selections (an index computed by them feeds a gather).
-_COSTLY = frozenset({"log", "log2", "exp", "exp2", "tanh", "sigmoid", "sqrt", "erf", "floor",
-                     "ceil", "floordiv", "mod", "truediv", "where", "min", "max"})
+# Work that a table read replaces with profit wherever it is: transcendental
+# functions and divisions.
+_COSTLY = frozenset({"log", "log2", "exp", "exp2", "tanh", "sigmoid", "sqrt", "erf",
+                     "floordiv", "mod", "truediv"})
+# Selections, clamps and roundings: an instruction or two on the score's own path,
+# cheaper than the gather and its address that a table read costs there. They pay
+# for a table only where they compute the index of a read (T5's bucket,
+# `table[clamp(q - k, ...)]`): the gather then waits on them.
+_SELECTS = frozenset({"where", "min", "max", "floor", "ceil"})
 
 
 def _is_distance(n: Node) -> bool:
@@ -64,10 +69,17 @@ def _uses_distance(n: Node) -> bool:
     return any(_is_distance(x) for x in n.walk())
 
 
-def _costly(n: Node) -> bool:
+def _costly(n: Node, selects: bool = False) -> bool:
     """Whether costly work depends on the distance (work on the head alone, ALiBi's
-    slope computed from h, is the tile's, not the score's)."""
-    return any(x.op in _COSTLY and _uses_distance(x) for x in n.walk())
+    slope computed from h, is the tile's, not the score's). Selections count only
+    in a read's index, or anywhere with `selects` (the form before 2026-12-07,
+    kept for A/B builds)."""
+    dear = _COSTLY | _SELECTS if selects else _COSTLY
+    if any(x.op in dear and _uses_distance(x) for x in n.walk()):
+        return True
+    return any(x.op in _SELECTS and _uses_distance(x)
+               for read in n.walk() if read.op == "aux_load"
+               for index in read.args for x in index.walk())
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,16 +134,17 @@ class DistanceTable:
             rows, width).contiguous()
 
 
-def distance_tables(score: Node | None, first_name: str = "__distance_table") -> tuple[
-        DistanceTable, ...]:
-    """The largest terms of `score` worth a table, outermost first."""
+def distance_tables(score: Node | None, first_name: str = "__distance_table",
+                    selects: bool = False) -> tuple[DistanceTable, ...]:
+    """The largest terms of `score` worth a table, outermost first (`selects`:
+    selections on the score's path count as costly too, the A/B's other side)."""
     found: list[DistanceTable] = []
 
     def visit(n: Node) -> None:
         if len(found) == MAX_TABLES:
             return
         if (n.dtype in TABLE_DTYPES and _of_head_and_distance(n) and _uses_distance(n)
-                and _costly(n)):
+                and _costly(n, selects)):
             if all(t.term != n for t in found):
                 found.append(DistanceTable(f"{first_name}_{len(found)}", n))
             return

@@ -119,3 +119,41 @@ def test_tables_take_only_free_aux_slots():
                                            .clamp(max=3)], name="t", aux={"w0": many["w0"]}))
     ).distance_tables
     assert one.by_head is False
+
+
+def test_selects_on_the_scores_path_are_computed_not_tabulated():
+    """A sign, a clamp or a piecewise select of the distance is an instruction or two
+    a score; a table read would cost a gather and its address (96 B of spills on two
+    user specs). With `selects=True` (the A/B's other side) they are tabulated."""
+    sign = _plan(lambda s, b, h, q, k: s + 0.5 * torch.sign(q - k).float())
+    clamp = _plan(lambda s, b, h, q, k: s - 0.1 * torch.clamp_max((q - k).abs(), 64).float())
+    piecewise = _plan(lambda s, b, h, q, k: s + torch.where((q - k).abs() < 16, 1.0, -0.5))
+    for plan in (sign, clamp, piecewise):
+        assert _terms(plan) == ()
+        (table,) = distance_tables(plan.score.node, selects=True)
+        assert "h" not in {x.arg for x in table.term.walk() if x.op == "var"}
+
+
+def test_a_select_in_a_reads_index_or_beside_a_logarithm_is_tabulated():
+    """A clamp that computes a gather's index (the read waits on it) and a select
+    beside a logarithm or a division still pay for a table."""
+    w = {"w": torch.randn(4, 9)}
+    (read,) = _terms(_plan_aux(
+        lambda s, b, h, q, k, *, w: s + w[h, torch.clamp(q - k, -4, 4) + 4], w))
+    assert any(x.op == "aux_load" for x in read.term.walk())
+    (log,) = _terms(_plan(lambda s, b, h, q, k: s + torch.where(
+        q > k, torch.log((q - k).float() + 1.0), 0.0)))
+    assert any(x.op == "log" for x in log.term.walk())
+    (div,) = _terms(_plan(lambda s, b, h, q, k: s + torch.clamp((q - k) / 7.0, -3.0, 3.0)))
+    assert any(x.op == "truediv" for x in div.term.walk())
+
+
+def test_the_header_option_builds_either_form():
+    plan = _plan(lambda s, b, h, q, k: s + 0.5 * torch.sign(q - k).float())
+    assert generate_header(plan).distance_tables == ()
+    (table,) = generate_header(plan, table_selects=True).distance_tables
+    assert "aux_load_c<float" in generate_header(plan, table_selects=True).text
+
+
+def _plan_aux(score_mod, aux):
+    return plan_hooks(from_mods(score_mod, name="t", aux=aux))

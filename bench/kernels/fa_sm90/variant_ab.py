@@ -16,7 +16,9 @@ takes the same fallbacks (to time a side without them, put
 `#define CUBRIDGE_KEEP_MAX_BY_SUMS 1` ... in its source: a source's own
 `#define` wins over the fallback's -D), and one that holds
 config.json ({"block_n": 64, "stages": 4}) builds with that tile config instead
-of the metadata's (an A/B of tile shapes).
+of the metadata's (an A/B of tile shapes), and one that holds options.json
+({"table_selects": true}) generates its headers with those options of
+`generate_header` (an A/B of a lowering choice: aux slots and tables follow).
 
 Device time is short: `--compile-only sm_90a` builds every cubin of the A/B into
 the cache ($CUBRIDGE_CACHE_DIR) on a machine without a GPU and stops; carry that
@@ -130,8 +132,10 @@ def main() -> None:
         route = choose_path(spec, lib)
         if route.plan is None:
             sys.exit(f"{spec.name}: not on the rules path ({route.reason})")
-        base = generate_header(route.plan)
         for label, folder in args.header:
+            options = folder / "options.json"
+            base = generate_header(route.plan, **(
+                json.loads(options.read_text()) if options.exists() else {}))
             header = folder / f"{spec.name}.cuh"
             text = header.read_text() if header.exists() else base.text
             variant = rules_variant(spec, lib, dataclasses.replace(base, text=text))
