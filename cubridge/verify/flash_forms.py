@@ -22,14 +22,21 @@ decomposed, constant subscripts folded into slices of the captured tensors, and
 int64 tensors whose values fit narrowed to int32. What it computes is
 unchanged, and the benchmark verifies the peer's output against the float64
 reference either way.
+
+`with_number_constants` is the one rewrite made before the first call: a tensor
+made inside a mod (`torch.tensor(0.5)`) gives Flex FLASH a wrong output, not an
+error, so its user writes the number from the start (below).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import fx
+
+from cubridge.verify.error_text import error_summary
 
 aten = torch.ops.aten
 
@@ -213,21 +220,13 @@ def _fold_constant_subscripts(gm: torch.fx.GraphModule, args: list[torch.Tensor]
     return gm
 
 
-def flash_form(fn: Callable[..., torch.Tensor] | None, is_score: bool,
-               device: torch.device) -> Callable[..., torch.Tensor] | None:
-    """`fn` (a score_mod if `is_score`, else a mask_mod) rewritten as above;
-    None stays None."""
-    if fn is None:
-        return None
-    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
-    from torch.fx.experimental.proxy_tensor import make_fx
-
+def _probe_args(is_score: bool, device: torch.device) -> list[torch.Tensor]:
+    """A mod's arguments as Flex passes one element of them: 0-d, int32 indices."""
     index = [torch.zeros((), dtype=torch.int32, device=device) for _ in range(4)]
-    args = [torch.zeros((), device=device), *index] if is_score else index
-    with TransformGetItemToIndex():
-        gm = make_fx(fn, decomposition_table=DECOMPOSITIONS)(*args)
-    gm = _fold_constant_subscripts(gm, args)
-    _narrow_int64(gm)
+    return [torch.zeros((), device=device), *index] if is_score else index
+
+
+def _as_mod(gm: torch.fx.GraphModule, is_score: bool) -> Callable[..., torch.Tensor]:
     # (Flex reads a mod's arity from its signature: a GraphModule's is *args)
     if is_score:
         def score_form(score, b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202
@@ -237,3 +236,182 @@ def flash_form(fn: Callable[..., torch.Tensor] | None, is_score: bool,
     def mask_form(b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202
         return gm(b, h, q_idx, kv_idx)
     return mask_form
+
+
+def flash_form(fn: Callable[..., torch.Tensor] | None, is_score: bool,
+               device: torch.device) -> Callable[..., torch.Tensor] | None:
+    """`fn` (a score_mod if `is_score`, else a mask_mod) rewritten as above;
+    None stays None."""
+    if fn is None:
+        return None
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args = _probe_args(is_score, device)
+    with TransformGetItemToIndex():
+        gm = make_fx(fn, decomposition_table=DECOMPOSITIONS)(*args)
+    gm = _fold_constant_subscripts(gm, args)
+    _narrow_int64(gm)
+    return _as_mod(gm, is_score)
+
+
+# -- tensors made in a mod, as Python numbers -----------------------------------------
+# A tensor literal made in a mod (`up = torch.tensor(0.5)`) gives Flex FLASH a
+# constant buffer that its kernel does not read ("Argument aux_data ... cannot be
+# converted to a JitArgument"), and the output is wrong without an error
+# (local_where_consts: relative error 0.42,
+# bench/results/h100-trace-ops-row-choices-b01e7c4/). No first-call error tells its
+# user; one who writes for Flex FLASH writes numbers for the tensors a mod makes
+# (0.5; True for `torch.ones_like(q_idx, dtype=torch.bool)`), and so does
+# `with_number_constants`, before the first call.
+
+# What a mod calls to make a tensor, as PyTorch's functions and methods name them. The
+# trace alone cannot tell: `torch.where(c, s, -inf)` traces to a scalar_tensor too.
+FACTORIES = frozenset({"tensor", "as_tensor", "scalar_tensor", "full", "ones", "zeros",
+                       "ones_like", "zeros_like", "full_like", "new_tensor", "new_full",
+                       "new_ones", "new_zeros"})
+
+# Factories whose tensor argument gives only a dtype, a device and a shape: a mod's
+# arguments are 0-d, so what they make there is one number.
+_SHAPE_ONLY = {aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
+               aten.new_ones.default, aten.new_zeros.default, aten.new_full.default}
+
+
+def _makes_tensors(fn: Callable[..., torch.Tensor], args: list[torch.Tensor]) -> bool:
+    """Whether `fn` called on `args` calls one of FACTORIES."""
+    from torch.overrides import TorchFunctionMode
+
+    called = []
+
+    class Calls(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            called.append(getattr(func, "__name__", ""))
+            return func(*args, **(kwargs or {}))
+
+    with Calls():
+        fn(*args)
+    return not FACTORIES.isdisjoint(called)
+
+
+@dataclass(frozen=True)
+class NumberForm:
+    """A mod with the 0-d tensors made inside it as Python numbers (`mod`: the mod
+    itself where it makes none, or makes one that no number can stand for), and
+    what was done, for the peer's note ("" where nothing was)."""
+
+    mod: Callable[..., torch.Tensor] | None
+    numbers: tuple[object, ...] = ()  # the numbers written in, in the mod's order
+    note: str = ""
+
+
+def _made_in_mod(gm: torch.fx.GraphModule) -> list[fx.Node]:
+    """The nodes whose values the mod makes itself: tensor literals (lifted),
+    factories, shape-only factories of its arguments, and anything computed from
+    those alone. Captured tensors are not made here (peer_forms binds their 0-d
+    ones as numbers)."""
+    made: list[fx.Node] = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is aten.lift_fresh_copy.default or node.target in _SHAPE_ONLY:
+            made.append(node)
+        elif (all(i in made for i in node.all_input_nodes)
+              and torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ())
+              and not str(node.target).startswith("aten.empty")):  # (no value to take)
+            made.append(node)
+    return made
+
+
+def _values(gm: torch.fx.GraphModule, args: list[torch.Tensor],
+            nodes: list[fx.Node]) -> dict[fx.Node, object]:
+    """The values `nodes` take when `gm` runs on `args`."""
+    wanted, seen = set(nodes), {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, n: fx.Node) -> object:
+            value = super().run_node(n)
+            if n in wanted:
+                seen[n] = value
+            return value
+
+    Recorder(gm).run(*args)
+    return seen
+
+
+def _as_number(value: torch.Tensor) -> object:
+    """The Python number of a 0-d real tensor, else None."""
+    if value.dim() != 0 or value.is_complex():
+        return None
+    return value.item()
+
+
+def _shown(number: object) -> str:
+    return f"{number:g}" if isinstance(number, float) else str(number)
+
+
+def with_number_constants(fn: Callable[..., torch.Tensor] | None, is_score: bool,
+                          device: torch.device) -> NumberForm:
+    """`fn` (a score_mod if `is_score`, else a mask_mod) with every 0-d tensor it
+    makes as the Python number it holds, where the mod uses it (an operand; a
+    literal used as a subscript stays: that is how Flex itself reads `row[0]`).
+    The mod itself where it makes none, where it cannot be traced (Flex reports
+    its own error then), or, saying why in the note, where a tensor it makes is no
+    number (not 0-d), the mod returns it, or an op it feeds takes no number."""
+    if fn is None:
+        return NumberForm(None)
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    role = "score_mod" if is_score else "mask_mod"
+    args = _probe_args(is_score, device)
+    try:
+        if not _makes_tensors(fn, args):
+            return NumberForm(fn)
+        with TransformGetItemToIndex():  # (subscripts as Flex traces them)
+            gm = make_fx(fn)(*args)
+    except Exception:  # noqa: BLE001 - nothing known of its constants, so none written
+        return NumberForm(fn)
+    made = _made_in_mod(gm)
+    values = _values(gm, args, made)
+    numbers: dict[fx.Node, object] = {}
+    for node in made:
+        for user in node.users:
+            if user in made or not any(a is node for a in (*user.args,
+                                                           *user.kwargs.values())):
+                continue  # (a made value's own use, or a subscript in an index list)
+            number = _as_number(values[node])
+            if user.op == "output":
+                why = "returns a tensor it makes"
+            elif number is None:
+                why = (f"makes a tensor of shape {tuple(values[node].shape)} "
+                       f"({values[node].dtype})")
+            else:
+                numbers[node] = number
+                continue
+            return NumberForm(fn, note=f"{role} {why}, which no Python number stands for: "
+                                       f"left as written")
+    if not numbers:
+        return NumberForm(fn)
+    for user in {u for n in numbers for u in n.users if u not in made}:
+        user.args = tuple(numbers.get(a, a) if isinstance(a, fx.Node) else a for a in user.args)
+        user.kwargs = {k: numbers.get(v, v) if isinstance(v, fx.Node) else v
+                       for k, v in user.kwargs.items()}
+        if isinstance(user.target, torch._ops.OpOverload):
+            # (the op's packet picks the overload that takes a number: where.self does
+            # not, where.ScalarOther does)
+            user.target = user.target.overloadpacket
+    held = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    gm.graph.eliminate_dead_code()
+    for name in held - {n.target for n in gm.graph.nodes if n.op == "get_attr"}:
+        delattr(gm, name)  # (the literals now written as numbers)
+    gm.recompile()
+    written = tuple(v for _, v in dict.fromkeys((type(v), v) for v in numbers.values()))
+    try:
+        gm(*args)
+    except Exception as exc:  # noqa: BLE001 - an op that takes no number: said, as written
+        return NumberForm(fn, note=f"{role}'s tensors made in it left as written: with "
+                                   f"numbers ({', '.join(map(_shown, written))}) it fails "
+                                   f"({error_summary(exc, 120)})")
+    return NumberForm(_as_mod(gm, is_score), written,
+                      f"{role}'s tensors made in it as Python numbers "
+                      f"({', '.join(map(_shown, written))})")

@@ -25,7 +25,9 @@ as verify() candidates, `impl(q, k, v, scale=None, **aux)`, which pickle as
   the first call fails as its users' would, the next step they take: Triton
   with smaller tiles (out of shared memory), FLASH with a BlockMask of the key
   block its error names (its D = 256 tile) or with the mods rewritten around
-  what its code generator lacks (cubridge.verify.flash_forms);
+  what its code generator lacks (cubridge.verify.flash_forms); FLASH gets the
+  0-d tensors a mod makes as Python numbers from the start, since it reads a
+  literal (torch.tensor(0.5)) wrongly without an error (flash_number_mods);
 - fa4: FlashAttention-4 where its flags express the variant (causal,
   window_size for causal windows and bands, softcap), on Q scaled where the score
   has a factor no key changes; it imports lazily and says so when not installed.
@@ -56,7 +58,7 @@ from cubridge.spec.shapes import fit_shapes
 from cubridge.verify import flash_forms
 from cubridge.verify.candidate import impl_factory
 from cubridge.verify.error_text import error_summary
-from cubridge.verify.flash_forms import flash_form
+from cubridge.verify.flash_forms import flash_form, with_number_constants
 from cubridge.verify.peer_forms import (
     QueryScaled,
     Unsupported,
@@ -354,9 +356,13 @@ def make_flex_preparer(backend: str = "TRITON", compiled: bool = True) -> Prepar
 
         flex = _flex_fn(compiled)
         q, k, v = problem.q, problem.k, problem.v
+        written, numbers = mods, ""  # (the note names what the mods as written capture)
+        if backend == "FLASH":
+            mods, numbers = flash_number_mods(mods, problem.device)
         kwargs = flex_kwargs(mods)
-        note = flex_note(problem, kwargs["block_mask"] is not None, mods, tabled,
+        note = flex_note(problem, kwargs["block_mask"] is not None, written, tabled,
                          from_score_mod=lifted is not None)
+        note = "; ".join(p for p in (note, numbers) if p)
         if compiled and q.is_cuda:
             call = lambda **kw: flex(q, k, v, **kw)  # noqa: E731
             if backend == "TRITON":
@@ -404,6 +410,16 @@ def fit_triton_tiles(call: Callable[..., object], kwargs: dict[str, object],
 # Flex FLASH's error where the BlockMask's key blocks do not tile its kernel's (at
 # D = 256 its Hopper kernel takes 80 keys a block, the default BlockMask 128).
 _FLASH_TILE_N = re.compile(r"sparse_block_size\[1\] to be a multiple of tile_n=(\d+)")
+
+
+def flash_number_mods(mods: BoundMods, device: torch.device) -> tuple[BoundMods, str]:
+    """(mods, note): the mods with the 0-d tensors they make as Python numbers, as
+    a user of Flex FLASH writes them (flash_forms.with_number_constants: its kernel
+    misreads a tensor literal made in a mod, and says nothing), and what that did
+    or why not."""
+    score = with_number_constants(mods.score_mod, True, device)
+    mask = with_number_constants(mods.mask_mod, False, device)
+    return BoundMods(score.mod, mask.mod), "; ".join(f.note for f in (score, mask) if f.note)
 
 
 def fit_flash_mods(call: Callable[..., object], kwargs: dict[str, object], note: str,

@@ -12,6 +12,7 @@ without it their cases are skipped, saying so.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from cubridge.bench.check import check_output, tolerance_for
 from cubridge.bench.commands import BENCHMARK_VARIANTS, load_specs
 from cubridge.bench.oracle import float64_reference, mods_agree_with_reference
 from cubridge.bench.runner import BenchConfig, build_case
+from cubridge.spec import load
 from cubridge.verify.peers import PEERS, Unsupported, flash_attn_cute_available
 
 pytestmark = pytest.mark.gpu
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.gpu
 GQA = HeadConfig("gqa4_d128", 8, 2, 128)
 SEQ = 2048
 NEEDS_FA4 = {"fa4", "flex_flash"}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +95,24 @@ def test_flex_flash_runs_what_its_generator_lacks_in_its_users_form():
     ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, agree).out
     check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
     assert check.ok, check.reason
+
+
+def test_flex_flash_runs_a_mod_that_makes_a_tensor_with_the_number_it_holds():
+    """local_where_consts's score_mod adds torch.where(..., torch.tensor(0.5), -up): as
+    written Flex FLASH's output was wrong with no error (relative error 0.42,
+    bench/results/h100-trace-ops-row-choices-b01e7c4/). The peer writes 0.5 and -0.5
+    as a user of Flex FLASH does (flash_forms.with_number_constants), says so, and
+    matches the reference."""
+    if not flash_attn_cute_available():
+        pytest.skip("flash-attn-4 (flash_attn.cute) is not installed")
+    spec = load(ROOT / "bench/results/prepared-trace-ops/specs/local_where_consts.py")
+    case = build_case(spec, GQA, SEQ, BenchConfig(seq_lens=(SEQ,), tokens=SEQ))
+    prepared = PEERS["flex_flash"].prepare(case)
+    assert "score_mod's tensors made in it as Python numbers (0.5, -0.5)" in prepared.note, \
+        prepared.note
+    out = prepared.to_standard(prepared.run())
+    agree, why = mods_agree_with_reference(case.spec, case.shape, case.device)
+    assert agree, why
+    ref = float64_reference(case.spec, case.q, case.k, case.v, case.aux, case.mods, agree).out
+    check = check_output(out, ref, case.v, tolerance_for(case.spec, case.dtype))
+    assert check.ok, f"{prepared.note}: {check.reason}"
