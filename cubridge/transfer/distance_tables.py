@@ -40,8 +40,8 @@ TABLE_DTYPES = {DType.FLOAT: torch.float32, DType.INT: torch.int32}
 
 # Work that a table read replaces with profit: transcendental functions,
 # divisions, and selections (an index computed by them feeds a gather).
-_COSTLY = frozenset({"log", "log2", "exp", "exp2", "tanh", "sigmoid", "sqrt", "erf", "floor",
-                     "ceil", "floordiv", "mod", "truediv", "where", "min", "max"})
+_COSTLY = frozenset({"log", "log2", "exp", "exp2", "tanh", "sigmoid", "sqrt", "erf", "sin", "cos",
+                     "floor", "ceil", "floordiv", "mod", "truediv", "where", "min", "max"})
 
 
 def _is_distance(n: Node) -> bool:
