@@ -74,7 +74,7 @@ _TEMPLATES = {
     # compiler can share them between elements instead of predicating each one
     "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} != {1})",
     "where": "({0} ? {1} : {2})",
-    "erf": "erff({0})",
+    "erf": "erff({0})", "sin": "sinf({0})", "cos": "cosf({0})",
     # 32-bit ints, as FlexAttention's int32 indices: left shifts go through
     # unsigned so that a negative operand wraps instead of being undefined
     "bitand": "({0} & {1})", "bitor": "({0} | {1})", "bitxor": "({0} ^ {1})",
@@ -88,6 +88,8 @@ _FAST = {
     "tanh": "detail::fast_tanh({0})", "exp": "detail::fast_exp({0})",
     "exp2": "detail::fast_exp2({0})", "log": "detail::fast_log({0})",
     "sigmoid": "detail::fast_sigmoid({0})", "truediv": "detail::fast_div({0}, {1})",
+    # sin.approx / cos.approx (hook_trig.cuh says why; pasted only where called)
+    "sin": "detail::fast_sin({0})", "cos": "detail::fast_cos({0})",
 }
 
 # C names of the hook arguments for each index variable

@@ -40,8 +40,8 @@ TABLE_DTYPES = {DType.FLOAT: torch.float32, DType.INT: torch.int32}
 
 # Work that a table read replaces with profit wherever it is: transcendental
 # functions and divisions.
-_COSTLY = frozenset({"log", "log2", "exp", "exp2", "tanh", "sigmoid", "sqrt", "erf",
-                     "floordiv", "mod", "truediv"})
+_COSTLY = frozenset({"log", "log2", "exp", "exp2", "tanh", "sigmoid", "sqrt", "erf", "sin",
+                     "cos", "floordiv", "mod", "truediv"})
 # Selections, clamps and roundings: an instruction or two on the score's own path,
 # cheaper than the gather and its address that a table read costs there. They pay
 # for a table only where they compute the index of a read (T5's bucket,

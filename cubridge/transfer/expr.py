@@ -136,6 +136,11 @@ def _safe_exp(x: float) -> float:
     return math.inf if x > 709 else math.exp(x)
 
 
+def _periodic(f: Callable[[float], float]) -> Callable[[float], float]:
+    """sin / cos as torch computes them: NaN at +-inf (math's raise there)."""
+    return lambda x: f(x) if math.isfinite(x) else math.nan
+
+
 def _shl(a: int, b: int) -> int:
     if b < 0:
         raise ValueError("negative shift count")
@@ -170,6 +175,8 @@ OPS: dict[str, OpInfo] = {
     "floor": OpInfo(1, "float", lambda a: float(math.floor(a))),
     "ceil": OpInfo(1, "float", lambda a: float(math.ceil(a))),
     "erf": OpInfo(1, "float", math.erf),
+    "sin": OpInfo(1, "float", _periodic(math.sin)),
+    "cos": OpInfo(1, "float", _periodic(math.cos)),
     # binary arithmetic
     "add": OpInfo(2, "same", lambda a, b: a + b),
     "sub": OpInfo(2, "same", lambda a, b: a - b),

@@ -267,7 +267,7 @@ def ceil(a: Iv) -> Iv:
 
 
 # Ops with interval rules (here, and as iv_*/ivi_* in hook_helpers.cuh). A mask
-# with any other op (bit operations, erf) is classified by table instead
+# with any other op (bit operations, erf, sin, cos) is classified by table instead
 # (cubridge.transfer.hooks): its tiles are evaluated, not bounded.
 INTERVAL_OPS = frozenset({
     "const", "var", "aux_load", "aux_size", "cast", "neg", "abs", "not", "tanh", "exp",

@@ -28,6 +28,7 @@ _TEMPLATES = {
     "log": "torch.log({0})", "log2": "torch.log2({0})", "sigmoid": "torch.sigmoid({0})",
     "sqrt": "torch.sqrt({0})",
     "floor": "torch.floor({0})", "ceil": "torch.ceil({0})", "erf": "torch.erf({0})",
+    "sin": "torch.sin({0})", "cos": "torch.cos({0})",
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
     "floordiv": "({0} // {1})", "mod": "({0} % {1})",
     "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",

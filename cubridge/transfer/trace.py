@@ -681,6 +681,7 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "log": _unary("log"), "log2": _unary("log2"), "sigmoid": _unary("sigmoid"),
     "sqrt": _unary("sqrt"),
     "floor": _unary("floor"), "ceil": _unary("ceil"), "erf": _unary("erf"),
+    "sin": _unary("sin"), "cos": _unary("cos"),
     "expit": _unary("sigmoid"), "gelu": _gelu,
     "relu": _relu,
     "minimum": _minmax("min"), "maximum": _minmax("max"),

@@ -452,3 +452,24 @@ def test_a_mask_read_by_key_group_is_evaluated_once_a_group_without_spills():
         if on:
             assert not PTXAS_NOTES.findall(compiled.log), PTXAS_NOTES.findall(compiled.log)
     assert spills[1] == 0 and spills[0] > 160, spills
+
+
+@pytest.mark.slow  # an nvcc build
+@pytest.mark.nvcc
+def test_a_sin_of_the_score_builds_without_spills_or_a_stack_frame():
+    """trig_terms (a sin of the score, a cos of the distance in a table) on the SFU's
+    sin.approx.ftz builds clean at D = 128 bf16. __sinf (no ftz: ptxas adds its
+    subnormal handling) spilled 16 B here, and libm's sinf keeps a 32-byte stack frame
+    for its large-argument reduction (lower/hook_trig.cuh)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transfer"))
+    from hook_variants import VARIANTS
+
+    from cubridge.lower.hook_header import generate_header
+    from cubridge.transfer.hooks import plan_hooks
+
+    header = generate_header(plan_hooks(VARIANTS["trig_terms"])).text
+    assert "detail::fast_sin(s)" in header
+    _check_clean(fa_sm90.compile(128, torch.bfloat16, "sm_90a", hooks_header=header),
+                 "trig_terms")

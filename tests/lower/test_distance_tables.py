@@ -3,6 +3,7 @@ tabulated over (h, q - k), the tables' values, their cache, and the header's rea
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,23 @@ def test_terms_of_b_or_of_the_positions_apart_are_not_tabulated():
     # a function of the distance alone gives one row
     (t,) = _terms(_plan(lambda s, b, h, q, k: s * torch.exp(-((q - k) ** 2) / 100.0)))
     assert not t.by_head
+
+
+def test_a_sin_or_cos_of_the_distance_is_a_table_and_of_the_score_runs_per_score():
+    """cos_distance_bias' `0.5 cos(2 pi (q - k) / 128)` (and a cos of a scaled distance,
+    which has no division) is one table read; a sin of the score stays in score_mod,
+    on the SFU's sin.approx."""
+    for term in (lambda q, k: 0.5 * torch.cos(2 * math.pi * (q - k) / 128),
+                 lambda q, k: 0.2 * torch.cos((q - k) * 0.05),
+                 lambda q, k: ((k - q) * 0.01).sin()):
+        (t,) = _terms(_plan(lambda s, b, h, q, k, term=term: s + term(q, k)))
+        assert not t.by_head and {"sin", "cos"} & {x.op for x in t.term.walk()}
+    assert _terms(_plan(lambda s, b, h, q, k: s + 0.3 * torch.sin(s))) == ()
+    header = generate_header(_plan(lambda s, b, h, q, k: s + 0.3 * torch.sin(s)
+                                   + 0.2 * torch.cos((q - k) * 0.05))).text
+    score_mod = header.split("score_mod(float s")[1].split("}")[0]
+    assert "detail::fast_sin(s)" in score_mod and "cos" not in score_mod
+    assert "aux_load_c<float, 2>(aux, 0, 0, q - k + aux.seqlen_k - 1)" in score_mod
 
 
 def _t5_header_and_aux():

@@ -122,6 +122,24 @@ def test_too_many_aux_tensors_is_an_error():
         generate_header(plan_hooks(make_spec("many", None, score), aux))
 
 
+def test_trig_helpers_are_pasted_only_where_the_hooks_call_them():
+    """sin / cos in score_mod take the SFU forms of hook_trig.cuh, pasted into that
+    header alone (every other header stays as it was); mask_mod keeps libm's exact
+    sinf / cosf; a cos of the distance alone is a table read and pastes nothing."""
+    helpers = "float fast_sin(float x)"
+    text = generate_header(plan_hooks(VARIANTS["trig_terms"])).text
+    assert text.count(helpers) == 2  # (the device's sin.approx, the host's sinf)
+    assert "sin.approx.ftz.f32" in text and "cos.approx.ftz.f32" in text
+    assert text.index(helpers) < text.index("score_mod(float s")
+    for name in ("causal", "kitchen_sink", "softcap_causal", "log_buckets"):
+        assert "fast_sin" not in generate_header(plan_hooks(VARIANTS[name])).text
+    band = make_spec("cos_band", None, lambda s, b, h, q, k: s + torch.cos((q - k) / 20.0))
+    assert "fast_cos" not in generate_header(plan_hooks(band)).text
+    masked = make_spec("sin_mask", lambda b, h, q, k: torch.sin((q - k) * 0.1) > -0.5)
+    text = generate_header(plan_hooks(masked)).text
+    assert "sinf(" in text.split("mask_mod(int b")[1] and helpers not in text
+
+
 def test_generation_is_deterministic():
     spec = VARIANTS["comb_prefix_softcap_sigmoid"]
     assert generate_header(plan_hooks(spec)).text == generate_header(plan_hooks(spec)).text

@@ -36,13 +36,13 @@ def test_hooks_command_reports_a_bad_mod(tmp_path, capsys):
     spec.write_text(
         "import torch\n"
         "from cubridge.attention import LLAMA2_7B\n"
-        "NAME = 'bad'\nDESCRIPTION = 'uses sin'\nCONFIGS = [LLAMA2_7B]\n"
+        "NAME = 'bad'\nDESCRIPTION = 'uses atan'\nCONFIGS = [LLAMA2_7B]\n"
         "SEQ_LENS = [128]\nDTYPES = ['bf16']\n"
         "def reference(q, k, v):\n"
         "    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5\n"
-        "    return torch.softmax(s + torch.sin(s), -1) @ v\n"
+        "    return torch.softmax(s + torch.atan(s), -1) @ v\n"
         "def score_mod(score, b, h, q_idx, kv_idx):\n"
-        "    return score + torch.sin(score)\n")
+        "    return score + torch.atan(score)\n")
     assert main(["hooks", str(spec), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "torch.sin" in err and f"{spec}:12" in err
+    assert "torch.atan" in err and f"{spec}:12" in err

@@ -175,6 +175,12 @@ def c_style_ops_score(score, b, h, q, k, *, slope):
             + torch.fmod(d, 5) * 0.02 - (d.float() / 256) ** 3)
 
 
+def trig_terms(score, b, h, q, k):
+    # sin and cos: a term on the score's path (the SFU's sin.approx in score_mod) and
+    # a cos of the distance alone (a distance table)
+    return score + 0.3 * torch.sin(score) + 0.2 * torch.cos((q - k) * 0.05)
+
+
 def finfo_min_mask_score(score, b, h, q, k):
     # Hugging Face's causal mask value, the lowest finite float (not -inf, so it stays in
     # score_mod and every block is computed): a row's first block, the last one, has it
@@ -373,5 +379,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("row_factor_signs", causal, row_factor_signs),
         make_spec("c_style_ops", abs_window_fmod_stride, c_style_ops_score),
         make_spec("finfo_min_mask", None, finfo_min_mask_score),
+        make_spec("trig_terms", causal, trig_terms),
     ]
 }

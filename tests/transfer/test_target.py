@@ -31,7 +31,7 @@ ALL_EXAMPLES = {load(p).name: load(p) for p in sorted(glob.glob(str(EXAMPLES / "
 SPECS = {f"examples/{n}": s for n, s in ALL_EXAMPLES.items() if n not in OUTSIDE}
 # our own variants that cover ops the example specs do not use
 SPECS.update({n: VARIANTS[n] for n in ("kitchen_sink", "dilated_window", "relative_position",
-                                       "finfo_min_mask")})
+                                       "finfo_min_mask", "trig_terms")})
 HOOKS = {"score_mod", "mask_mod", "activation", "block_kind", "kv_block_range", "normalizer",
          "aux_names"}
 # tails, Sq != Sk both ways, GQA, and long enough for the 1024 windows

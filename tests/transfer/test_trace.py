@@ -17,7 +17,7 @@ from hook_variants import (
 )
 
 from cubridge.transfer import expr
-from cubridge.transfer.expr import DType
+from cubridge.transfer.expr import DType, evaluate_const
 from cubridge.transfer.simplify import simplify
 from cubridge.transfer.torch_render import render_torch
 from cubridge.transfer.trace import TraceError, trace_mask_mod, trace_score_mod
@@ -129,11 +129,11 @@ def _line_of(fn, marker):
 def test_unsupported_op_names_the_op_and_line():
     def mask(b, h, q, k):
         x = q - k
-        return torch.sin(x) > 0  # the bad line
+        return torch.atan(x) > 0  # the bad line
 
     with pytest.raises(TraceError) as e:
         trace_mask_mod(mask, {})
-    assert "torch.sin" in str(e.value)
+    assert "torch.atan" in str(e.value)
     assert e.value.where == f"{__file__}:{_line_of(mask, 'the bad line')}"
     assert "mask_mod" in str(e.value)
 
@@ -408,6 +408,8 @@ _FLOAT_OPS = {
     "type_as": lambda s, d: s + d.long().type_as(s),
     "double": lambda s, d: s + d.long().double(),
     "new_tensor": lambda s, d: s * s.new_tensor(1.5) + d.long().new_tensor(2.7),
+    "sin_cos": lambda s, d: torch.sin(s) + 0.5 * torch.cos(d * 0.05),
+    "sin_cos_methods": lambda s, d: s.sin() * d.long().cos(),  # (an int's cos is float)
 }
 
 
@@ -415,6 +417,16 @@ _FLOAT_OPS = {
 def test_float_ops_trace_to_what_torch_computes(name):
     fn = _FLOAT_OPS[name]
     _check_score_mod(lambda s, b, h, q, k: fn(s, (q - k).abs().float()))
+
+
+def test_sin_and_cos_are_ops_of_their_own_and_fold_as_torch_computes():
+    node = trace_score_mod(lambda s, b, h, q, k: s.sin() + torch.cos(q - k), {}).node
+    assert {"sin", "cos"} <= {n.op for n in node.walk()}
+    cos = next(n for n in node.walk() if n.op == "cos")
+    assert cos.dtype == DType.FLOAT and cos.args[0].dtype == DType.FLOAT
+    # constants fold; at +-inf NaN, as torch.sin gives (math.sin raises there)
+    assert math.isnan(evaluate_const("sin", DType.FLOAT, [math.inf]))
+    assert evaluate_const("cos", DType.FLOAT, [math.pi]) == -1.0
 
 
 def test_an_integer_to_a_negative_integer_power_is_rejected_as_torch_does():
