@@ -6,7 +6,9 @@ interval of keys [lo(b, h, q), hi(b, h, q)]; a disjunction of such conjunctions
 their intervals, and a choice free of the key (`torch.where(h % 2 == 1, q - k < 512,
 q - k < 128)`) the interval it chooses; negations are pushed in, and a choice by the
 key is the union `(c & a) | (~c & b)`. Past MAX_INTERVALS, conjunctions whose row
-conditions exclude each other become such a choice. A kernel may then set a row's mask bits as
+conditions exclude each other become such a choice, and a conjunction free of the key
+(rows that see every key: Longformer's global tokens, `|q - k| <= W | q < G | k < G`)
+a choice inside each of the others. A kernel may then set a row's mask bits as
 a few ranges, a few operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
 Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
@@ -114,10 +116,12 @@ def _disjuncts(n: Node) -> list[list[Node]] | None:
         if left is None or right is None:
             return None
         if n.op in ("or", "bitor"):
-            terms = left + right
+            terms = _whole_rows(_choices(left + right))
         else:
-            terms = [a + b for a in left for b in right]
-        terms = _choices(terms)
+            terms = _choices([a + b for a in left for b in right])
+            if len(terms) > MAX_INTERVALS:  # (A | g) & (B | C): fold g before distributing
+                left, right = _whole_rows(left, 1), _whole_rows(right, 1)
+                terms = _choices([a + b for a in left for b in right])
         return terms if len(terms) <= MAX_INTERVALS else None
     if n.dtype == DType.BOOL and KEY in free_vars(n):
         bounded = _abs_compared(n)  # |q - k| <= W: q - k <= W & q - k >= -W
@@ -143,6 +147,21 @@ def _choices(terms: list[list[Node]]) -> list[list[Node]]:
         b = [x for x in terms[j] if not _complement(g, x)]
         choice = apply("where", g, _conjunction(a), _conjunction(b))
         terms = [t for m, t in enumerate(terms) if m not in (i, j)] + [[choice]]
+    return terms
+
+
+def _whole_rows(terms: list[list[Node]], limit: int = MAX_INTERVALS) -> list[list[Node]]:
+    """Past `limit` conjunctions, one free of the key (`q < G`: rows that see every key)
+    is a choice inside each of the others, `where(g, True, B)`: a row where g holds has
+    the whole row, the others B. Longformer's window and global tokens (`|q - k| <= W |
+    q < G | k < G`) are then two intervals a row."""
+    while len(terms) > limit:
+        g = next((t for t in terms if not any(KEY in free_vars(x) for x in t)), None)
+        if g is None:
+            return terms
+        whole = _conjunction(g)
+        terms = [[apply("where", whole, const(True), _conjunction(t))]
+                 for t in terms if t is not g]
     return terms
 
 

@@ -203,14 +203,16 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
 # mask table (tree_mask), a row factor of every sign (row_factor_signs), a window chosen
 # per head (window_per_head), masks written as -inf in score_mod (causal_in_score_mod,
 # sigmoid_window_in_score_mod), patterns chosen per head (strided_heads: mask cases), a
-# sin of the score on the SFU beside a cos of the distance in a table (trig_terms).
+# sin of the score on the SFU beside a cos of the distance in a table (trig_terms),
+# rows that see every key as a choice in each row interval (longformer_globals).
 # Their hooks are checked per element on the host (test_hooks_compiled.py); here,
 # through each kernel.
 BEYOND_EXAMPLES = ["c_style_ops", "causal_in_score_mod", "finfo_min_mask", "half_precision_reads",
-                   "kitchen_sink", "log_buckets", "pair_masks", "prefix_past_int_range",
-                   "prompt_then_frames", "random_blocks", "residue_keys", "residue_ranges",
-                   "row_factor_signs", "sigmoid_window_in_score_mod", "sparse_fixed",
-                   "strided_heads", "tree_mask", "trig_terms", "window_per_head"]
+                   "kitchen_sink", "log_buckets", "longformer_globals", "pair_masks",
+                   "prefix_past_int_range", "prompt_then_frames", "random_blocks",
+                   "residue_keys", "residue_ranges", "row_factor_signs",
+                   "sigmoid_window_in_score_mod", "sparse_fixed", "strided_heads", "tree_mask",
+                   "trig_terms", "window_per_head"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

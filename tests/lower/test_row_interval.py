@@ -98,6 +98,25 @@ WITH_INTERVAL = {
     "abs_outside_band": lambda b, h, q, k: (q - k).abs() >= 30,
     "abs_outside_any_bound": lambda b, h, q, k: (k - q).abs() > h - 2,  # (every key at h < 2)
     "abs_negated": lambda b, h, q, k: ~((q - k).abs() > 16) & (k <= q),
+    # past two conjunctions, one free of the key (rows that see every key) is a choice
+    # inside each of the others: Longformer's window plus global tokens, two a row
+    "longformer": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8) | (k < 8),
+    "longformer_global_rows_first": lambda b, h, q, k: (q < 8) | (k < 8) | (
+        (q - k).abs() <= 40),
+    "longformer_global_rows_last": lambda b, h, q, k: (k < 8) | ((q - k).abs() <= 40) | (q < 8),
+    "longformer_causal": lambda b, h, q, k: (q >= k) & (((q - k).abs() <= 40) | (q < 8) | (
+        k < 8)),
+    "longformer_causal_after": lambda b, h, q, k: (((q - k).abs() <= 40) | (q < 8) | (k < 8)) & (
+        k <= q),
+    "longformer_global_rows_per_head": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8 * h) | (
+        k < 8),
+    "longformer_global_rows_on_odd_heads": lambda b, h, q, k: ((q - k).abs() <= 40) | (
+        (q < 8) & (h % 2 == 1)) | (k < 8),
+    "global_rows_at_both_ends": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8) | (
+        q >= 290) | (k < 8),
+    # (A | g) & (B | C): four conjunctions distributed, two with g folded in first
+    "global_rows_before_distributing": lambda b, h, q, k: (((q - k).abs() <= 40) | (q < 8)) & (
+        (k <= q) | (k < 8)),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
@@ -114,7 +133,11 @@ WITHOUT = {
     # three pieces whose row conditions do not exclude each other
     "three_pieces_overlapping_rows": lambda b, h, q, k: ((q < 200) & (k <= q)) | (
         (q >= 100) & (k < 10)) | ((q >= 150) & (q - k < 20) & (k <= q)),
-    "abs_window_with_two_more": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8) | (k < 8),
+    # three that depend on the key beside a key-free one
+    "longformer_with_end_keys": lambda b, h, q, k: ((q - k).abs() <= 40) | (q < 8) | (k < 8) | (
+        k >= 290),
+    "global_rows_with_three_pieces": lambda b, h, q, k: (q < 8) | (
+        (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280)),
     "abs_of_a_key_sum": lambda b, h, q, k: (q + k).abs() <= 40 * k,  # (a key-dependent bound)
 }
 
@@ -221,3 +244,20 @@ def test_a_range_of_residues_is_one_key_set_of_that_width():
 def test_plain_row_intervals_keep_no_residue():
     assert row_intervals(_node(WITH_KEY_SETS["dilated"])) is None
     assert all(iv.period == 1 for iv in row_intervals(_node(WITH_KEY_SETS["plain_intervals_too"])))
+
+
+def test_rows_that_see_every_key_have_the_whole_row_in_each_interval():
+    """Longformer (|q - k| <= 40 | q < 8 | k < 8): rows q < 8 allow [0, Sk) in both
+    intervals; the others their window and the global keys [0, 8)."""
+    intervals = row_intervals(_node(WITH_INTERVAL["longformer"]))
+    assert intervals is not None and len(intervals) == 2
+    q = torch.arange(300)
+    window, globals_ = ((_bounds(iv.lower, torch.maximum, NO_LOWER, q),
+                         _bounds(iv.upper, torch.minimum, NO_UPPER, q)) for iv in intervals)
+    for lo, hi in (window, globals_):
+        assert (lo[:8] <= 0).all() and (hi[:8] >= 299).all()
+    assert torch.equal(window[0][8:], q[8:] - 40) and torch.equal(window[1][8:], q[8:] + 40)
+    assert (globals_[0][8:] <= 0).all() and (globals_[1][8:] == 7).all()
+    assert all(not iv.guards for iv in intervals)
+    text = render_row_interval(_node(WITH_INTERVAL["longformer"]), {}, {})
+    assert "constexpr int kRowIntervals = 2;" in text and "(q < 8) ?" in text

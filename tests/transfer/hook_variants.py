@@ -160,6 +160,13 @@ def prompt_then_frames(b, h, q, k, *, prefix_len):
     return text_k & (text_q & (k <= q) | ~text_q) | ~text_k & ~text_q & frames
 
 
+def longformer_globals(b, h, q, k):
+    # Longformer: a bidirectional window plus 64 global tokens that see every key and
+    # are seen by every query; the key-free term (q < 64: rows that see every key) is a
+    # choice inside the other two (row_interval._whole_rows): two intervals a row
+    return ((q - k).abs() <= 256) | (q < 64) | (k < 64)
+
+
 def abs_window_fmod_stride(b, h, q, k):
     # as users write them: a bidirectional window by abs() and strided keys behind by
     # torch.fmod (fmod(d, n) == 0 is d % n == 0)
@@ -369,6 +376,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("sparse_fixed", sparse_fixed),
         make_spec("residue_ranges", residue_ranges),
         make_spec("prompt_then_frames", prompt_then_frames),
+        make_spec("longformer_globals", longformer_globals),
         make_spec("causal_in_score_mod", None, causal_in_score_mod),
         make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),
