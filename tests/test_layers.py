@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cubridge"
 LEVELS = {
-    "attention": 0, "modules": 0,
+    "attention": 0, "modules": 0, "empty_rows": 0,
     "rundir": 1, "llm": 1, "spec": 1, "ir": 1, "build": 1,
     "kernels": 2, "verify": 2,
     "transfer": 3,

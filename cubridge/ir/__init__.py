@@ -23,8 +23,9 @@ How a program is written:
   reached only as boxes `self.q.tile(b, h, start=row, rows=n)` moved by copy
   primitives; whole-tensor computation describes no kernel;
 - variant logic lives only in the hooks (`score_mod`, `mask_mod`,
-  `activation`, `kv_block_range`, `block_kind`, `normalizer`, `aux_names`),
-  which the workers reach through `kv_blocks` and `apply_score_hooks`.
+  `activation`, `kv_block_range`, `block_kind`, `normalizer`, `aux_names`,
+  `empty_row_score`), which the workers reach through `kv_blocks` and
+  `apply_score_hooks` (and the executor, after the kernel: `empty_row_score`).
 
 Numerics follow the kernels: fp16/bf16 operands, fp32 accumulation, P rounded
 to the operand dtype (`tile_math.convert`) before the PV product.

@@ -78,7 +78,7 @@ SECTIONS: list[tuple[str, Any, list[tuple[str, Any]]]] = [
     ("Hooks", hooks, [
         ("BlockKind", hooks.BlockKind), ("KernelBase.causal", None),
         ("KernelBase.normalizer", None),
-        ("KernelBase.aux_names", None),
+        ("KernelBase.aux_names", None), ("KernelBase.empty_row_score", None),
         ("KernelBase.score_mod", KB.score_mod), ("KernelBase.mask_mod", KB.mask_mod),
         ("KernelBase.activation", KB.activation),
         ("KernelBase.kv_block_range", KB.kv_block_range),
@@ -104,6 +104,8 @@ ATTRIBUTE_DOCS = {
     "KernelBase.causal": ("causal: bool = False", hooks.HookDefaults, "causal"),
     "KernelBase.normalizer": ("normalizer: str = 'softmax'", hooks.HookDefaults, "normalizer"),
     "KernelBase.aux_names": ("aux_names: tuple[str, ...] = ()", hooks.HookDefaults, "aux_names"),
+    "KernelBase.empty_row_score": ("empty_row_score: float | None = None", hooks.HookDefaults,
+                                   "empty_row_score"),
     "tile_math.LOG2E": ("LOG2E = log2(e)", tile_math, "LOG2E"),
     "tile_math.LN2": ("LN2 = ln(2)", tile_math, "LN2"),
 }

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from cubridge.attention import default_scale
+from cubridge.empty_rows import fill_empty_rows
 from cubridge.ir.errors import CuIRError, ProgramError, RaceError, StaticCheckError, SyncError
 from cubridge.ir.kernel import Cta, KernelBase
 from cubridge.ir.limits import check_arch
@@ -155,6 +156,9 @@ def _execute(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         run_cta(kernel, tuple(coords), policy, arch)
     out = o._data.to(q.device)
     lse_out = lse._data.to(q.device) if kernel.normalizer == "softmax" else None
+    if lse_out is not None and kernel.empty_row_score is not None:
+        # the pass after the kernel of a floor mask (HookDefaults.empty_row_score)
+        out, lse_out = fill_empty_rows(out, lse_out, v, kernel.empty_row_score)
     return out, lse_out, [o, lse]
 
 

@@ -41,6 +41,13 @@ class HookDefaults:
     kernel's caller must pass exactly these. In CUDA they are the AuxArgs
     slots `p.aux.t[i]`, in the order the spec's make_aux returns them."""
 
+    empty_row_score: ClassVar[float | None] = None
+    """None: a row with no allowed key gives out = 0 and lse = -inf. A finite C: the
+    variant masks with the score C (a floor mask: finfo.min written in score_mod,
+    lifted into mask_mod), and such a row weighs every key alike as the spec does;
+    the executor fills it after the kernel (out = the mean of V, lse = C + log(Sk):
+    cubridge.empty_rows), as the compiled variant's call does. Softmax only."""
+
     causal: bool = False
     """Config of the reference programs: the default mask_mod is q_idx >= kv_idx
     (absolute positions, as FlexAttention) and kv_block_range / block_kind use

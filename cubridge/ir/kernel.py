@@ -118,7 +118,7 @@ def _assigned_name(loc: SourceLoc, fallback: str) -> str:
 class KernelBase(HookDefaults):
     """Base class of CuIR kernels. Subclasses define `grid()`, `run()`, worker
     methods and, optionally, hook overrides (score_mod, mask_mod, activation,
-    kv_block_range, block_kind, normalizer, aux_names).
+    kv_block_range, block_kind, normalizer, aux_names, empty_row_score).
 
     The executor sets these problem attributes before running CTAs:
     `q`, `k`, `v`, `o` (Global, [B, H, S, D] layouts of cubridge.attention),

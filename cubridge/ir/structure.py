@@ -23,7 +23,8 @@ from cubridge.ir.kernel import KernelBase
 from cubridge.modules import load_module_from_path
 
 HOOK_METHODS = ("score_mod", "mask_mod", "activation", "kv_block_range", "block_kind")
-HOOK_ATTRIBUTES = ("normalizer", "aux_names", "has_score_mod", "has_mask_mod")
+HOOK_ATTRIBUTES = ("normalizer", "aux_names", "empty_row_score", "has_score_mod",
+                   "has_mask_mod")
 SETUP_METHODS = ("__init__", "grid", "run")
 PRIMITIVES = frozenset({
     "alloc", "copy", "copy_async", "copy_commit", "copy_wait", "load", "store", "gemm",
@@ -135,6 +136,8 @@ def outline(cls: type[KernelBase]) -> KernelOutline:
         out[name] = MethodOutline(name, role, klass.__name__, inspect.getsourcefile(fn) or "?",
                                   start, calls, dump)
     attributes = {a: getattr(cls, a) for a in ("arch", "normalizer", "aux_names")}
+    if cls.empty_row_score is not None:  # (a floor mask's targets only)
+        attributes["empty_row_score"] = cls.empty_row_score
     for a in ("has_score_mod", "has_mask_mod"):
         if not isinstance(getattr(cls, a), property):
             attributes[a] = getattr(cls, a)

@@ -3,11 +3,13 @@
 `generate_header(plan)` returns a `HookHeader`: the header text plus the aux
 manifest, which says which AuxArgs slot holds which tensor (name, dtype,
 rank) so the launcher can pack them; `pack_aux` does the packing, building
-the block tables for data-dependent masks.
+the block tables for data-dependent masks; `fill_empty_rows`, after the kernel,
+gives the rows a floor mask leaves no key the spec's answer.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Literal
 import torch
 
 from cubridge.attention import Shape
+from cubridge.empty_rows import fill_empty_rows
 from cubridge.kernels.library import header_constant
 from cubridge.lower.cuda_render import (
     AUX_C_TYPES,
@@ -41,7 +44,7 @@ from cubridge.lower.pair_reads import (
     render_mask_pair_hooks,
     render_pair_hooks,
 )
-from cubridge.lower.row_interval import render_row_interval
+from cubridge.lower.row_interval import every_row_keeps_a_key, render_row_interval
 from cubridge.lower.score_affine import (
     linear_score,
     render_affine_score,
@@ -130,6 +133,40 @@ class HookHeader:
             return "mask table"
         return "mask_mod per pair" + (f" ({cases} mask cases)" if cases > 1 else "")
 
+    def fills_empty_rows(self, shape: Shape | None) -> bool:
+        """Whether calls of `shape` (None: of some shape) need the pass after the
+        kernel that gives the rows a floor mask leaves no key the spec's answer
+        (cubridge.empty_rows): a floor mask, unless it is proved that every query row
+        keeps a key (row_interval.every_row_keeps_a_key; then the pass costs nothing)."""
+        if self.plan.mask_floor is None:
+            return False
+        key = None if shape is None else (shape.b, shape.hq, shape.sq, shape.sk)
+        if key not in self._rows_with_keys:
+            assert self.plan.mask is not None
+            self._rows_with_keys[key] = every_row_keeps_a_key(self.plan.mask.node, shape)
+        return not self._rows_with_keys[key]
+
+    def fill_empty_rows(self, out: torch.Tensor, lse: torch.Tensor, v: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kernel's (out, lse) with these hooks as the spec computes them: with a
+        floor mask, the rows the kernel left no key weigh every key alike (skipped
+        where fills_empty_rows proves there are none). Callers of the kernel run it
+        after each call, as they run pack_aux before."""
+        if self.plan.mask_floor is None:
+            return out, lse
+        if torch.compiler.is_compiling():
+            # (sizes may be symbolic there: the proof for every shape, taken once while
+            # Dynamo traces, a constant of the graph)
+            needed = _fills_empty_rows_somewhere(self)
+        else:
+            needed = self.fills_empty_rows(Shape(out.shape[0], out.shape[1], v.shape[1],
+                                                 out.shape[2], v.shape[2], out.shape[3]))
+        return fill_empty_rows(out, lse, v, self.plan.mask_floor) if needed else (out, lse)
+
+    @functools.cached_property
+    def _rows_with_keys(self) -> dict[tuple[int, int, int, int] | None, bool]:
+        return {}
+
     def pack_aux(self, aux: Mapping[str, torch.Tensor], shape: Shape,
                  device: torch.device | str | None = None) -> list[torch.Tensor]:
         """The tensors of the AuxArgs slots, in slot order, for one problem on
@@ -169,6 +206,11 @@ class HookHeader:
                 t = aligned_pair_rows(t)  # (staged 16 bytes at a time)
             out.append(t)
         return out
+
+
+@torch._dynamo.assume_constant_result
+def _fills_empty_rows_somewhere(header: HookHeader) -> bool:
+    return header.fills_empty_rows(None)
 
 
 def _table_reads(tables: tuple[DistanceTable, ...], slots: Mapping[str, int]) -> dict[Node, str]:

@@ -27,9 +27,13 @@ from dataclasses import dataclass
 
 import torch
 
+from cubridge.attention import Shape
+from cubridge.ir.hooks import BlockKind
 from cubridge.lower.cuda_render import render_value
+from cubridge.transfer import interval
 from cubridge.transfer.expr import DType, Node, apply, const, free_vars, negate
 from cubridge.transfer.simplify import simplify
+from cubridge.transfer.torch_render import grid_function
 
 KEY = "k"
 # Bounds where a row has none on that side (keys are far inside these).
@@ -220,6 +224,42 @@ def row_intervals(mask: Node | None, periods: bool = False
     if not periods and any(iv.period > 1 for iv in intervals):  # type: ignore[union-attr]
         return None
     return intervals  # type: ignore[return-value]
+
+
+def every_row_keeps_a_key(mask: Node, shape: Shape | None = None) -> bool:
+    """Whether every query row of `shape` allows at least one key in [0, Sk), from
+    the mask's row intervals evaluated at each row (and batch and head, where they
+    read them); shape None: of every problem, from the mask at key 0 on intervals of
+    every batch, head and row (causal masks keep key 0). False where that is not
+    proved: no row intervals, intervals of one residue, reads of aux (their values
+    are the call's)."""
+    if any(m.op in ("aux_load", "aux_size") for m in mask.walk()):
+        return False
+    if shape is None:
+        every = interval.span(0, 2**30)
+        at_key_zero = interval.compile_mask(mask)(every, every, every, interval.point(0), {})
+        return interval.kind(at_key_zero) is BlockKind.FULL
+    intervals = row_intervals(mask)
+    if not intervals:
+        return False
+    grid = (torch.arange(shape.b).view(-1, 1, 1), torch.arange(shape.hq).view(1, -1, 1),
+            torch.arange(shape.sq).view(1, 1, -1), torch.zeros((), dtype=torch.int64))
+
+    def value(n: Node) -> torch.Tensor:
+        return torch.as_tensor(grid_function(n)(*grid))
+
+    keeps = torch.zeros((), dtype=torch.bool)
+    for iv in intervals:
+        lo, hi = torch.tensor(0), torch.tensor(shape.sk - 1)
+        for n in iv.lower:
+            lo = torch.maximum(lo, value(n))
+        for n in iv.upper:
+            hi = torch.minimum(hi, value(n))
+        row = lo <= hi
+        for n in iv.guards:
+            row = row & value(n)
+        keeps = keeps | row
+    return bool(keeps.all())
 
 
 def reads_per_key(mask: Node) -> bool:

@@ -261,6 +261,7 @@ def flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     s = default_scale(query.shape[3]) if scale is None else float(scale)
     out, lse = call_attention_fwd(query, key, value, packed, s,
                                                 call.kernel.kernel_key)
+    out, lse = call.header.fill_empty_rows(out, lse, value)  # (floor masks: cubridge.empty_rows)
     if return_aux is not None and getattr(return_aux, "lse", False):
         from torch.nn.attention.flex_attention import AuxOutput
 

@@ -93,6 +93,10 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
         verb = "trace" if len(mods) > 1 else "traces"
         lifted = " (score_mod's -inf condition as the mask: its blocks are classified)" \
             if plan.mask_in_score else ""
+        if plan.mask_floor is not None:
+            lifted = (f" (score_mod's mask at {plan.mask_floor:.4g} as the mask: its blocks are "
+                      "classified; rows it leaves no key weigh every key alike, filled after "
+                      "the kernel)")
         return Route("rules", f"the spec's {' and '.join(mods)} {verb} into {kernel.name}'s "
                      f"hooks{lifted}", kernel, plan)
     if not is_plain_attention(spec):

@@ -10,7 +10,8 @@ block tables of data-dependent masks) are packed per call by the hook plan.
 On the LLM path the source is the lowering's edited copy, built with the
 default hooks, and the aux tensors go to the AuxArgs slots in make_aux's
 order. Either way it runs as the entry's `cubridge::attention_fwd` torch op,
-so it composes with torch.compile.
+so it composes with torch.compile. A floor mask's plan adds a pass after the op
+(plain tensor code, where some row may keep no key: cubridge.empty_rows).
 
 A finished run directory holds everything to rebuild it without tracing the
 spec again (`load_variant`): spec.py, plan.json, lower.json, kernel.cu and
@@ -142,6 +143,8 @@ class CompiledVariant:
         scale = self.spec.scale if scale is None else scale
         scale = default_scale(q.shape[3]) if scale is None else float(scale)
         out, lse = call_attention_fwd(q, k, v, packed, scale, key)
+        if self.hooks is not None:  # (a floor mask's rows with no key: cubridge.empty_rows)
+            out, lse = self.hooks.fill_empty_rows(out, lse, v)
         return out, (lse if self.spec.normalizer == "softmax" else None)
 
     def fingerprint(self) -> str:

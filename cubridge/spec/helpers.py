@@ -33,11 +33,17 @@ def positions(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 def softmax_attention(scores: torch.Tensor, allowed: torch.Tensor, v: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax over allowed keys: (out, lse). Rows with no allowed key give
-    out = 0 and lse = -inf (a plain softmax would give NaN there)."""
+    out = 0 and lse = -inf (a plain softmax would give NaN there). The weights
+    are exp(s - the row's max) over their sum, not exp(s - lse): a row whose
+    every score is finfo.min (a Hugging Face mask value) weighs its keys alike,
+    where lse = finfo.min + log(Sk) rounds to finfo.min and exp(s - lse) gives
+    each weight 1."""
     masked = scores.masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(masked, dim=-1)
-    safe_lse = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
-    p = torch.exp(masked - safe_lse[..., None])
+    top = masked.amax(dim=-1, keepdim=True)
+    weights = torch.exp(masked - torch.where(torch.isinf(top), torch.zeros_like(top), top))
+    total = weights.sum(dim=-1, keepdim=True)
+    p = weights / torch.where(total > 0, total, torch.ones_like(total))
     return p @ v, lse
 
 

@@ -19,6 +19,7 @@ import torch
 from cubridge.attention import default_scale
 from cubridge.spec.captured import captured_tensors
 from cubridge.spec.grids import elementwise_mask, elementwise_score
+from cubridge.spec.helpers import softmax_attention
 from cubridge.spec.model import Spec
 
 MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -178,11 +179,8 @@ def mods_attention(
     scores = apply_score_mod(mods, (q @ k.transpose(-1, -2)) * scale)
     allowed = dense_mask(mods, q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.device)
     if spec.normalizer == "softmax":
-        masked = scores.masked_fill(~allowed, float("-inf"))
-        lse = torch.logsumexp(masked, dim=-1)
-        p = torch.exp(masked - lse[..., None].clamp_min(torch.finfo(q.dtype).min))
-        p = p.masked_fill(~allowed, 0.0)
-        return p @ v, lse
+        # (a row whose every score is finfo.min, a floor mask's, weighs its keys alike)
+        return softmax_attention(scores, allowed, v)
     act = torch.sigmoid(scores) if spec.normalizer == "sigmoid" else torch.relu(scores)
     return act.masked_fill(~allowed, 0.0) @ v, None
 

@@ -36,7 +36,7 @@ from cubridge.spec.mods import bind_mods, elementwise_mask, elementwise_score
 from cubridge.transfer import expr, interval
 from cubridge.transfer.block_table import TABLE_CACHE, BlockTable
 from cubridge.transfer.captures import Captures
-from cubridge.transfer.score_masks import is_bare_score, split_score_mask
+from cubridge.transfer.score_masks import is_bare_score, split_floor_mask, split_score_mask
 from cubridge.transfer.torch_render import grid_function
 from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_score_mod
 
@@ -73,6 +73,11 @@ class HookPlan:
     # the mask holds score_mod's -inf condition (transfer.score_masks), which
     # score no longer applies
     mask_in_score: bool = False
+    # a floor mask's masked score C (transfer.score_masks: finfo.min, not -inf): the
+    # rows the mask leaves no key weigh every key alike, which a pass after the
+    # kernel writes (cubridge.empty_rows, HookHeader.fill_empty_rows); None: -inf,
+    # such rows are out = 0
+    mask_floor: float | None = None
 
     @property
     def elementwise(self) -> bool:
@@ -155,7 +160,8 @@ class HookPlan:
                 "captured": [_aux_json(a) for a in self.aux if a.name in self.captured],
                 **({"fixed_dims": {n: list(d) for n, d in self.fixed_dims.items()}}
                    if self.fixed_dims else {}),
-                **({"mask_in_score": True} if self.mask_in_score else {})}
+                **({"mask_in_score": True} if self.mask_in_score else {}),
+                **({"mask_floor": self.mask_floor} if self.mask_floor is not None else {})}
 
     def block_table(self, shape: Shape, aux: Mapping[str, torch.Tensor],
                     device: torch.device | str | None = None) -> BlockTable:
@@ -214,7 +220,8 @@ def plan_from_json(data: Mapping[str, object], spec: Spec) -> HookPlan:
         table_depends_on_b=bool(data["table_depends_on_b"]),
         table_depends_on_h=bool(data["table_depends_on_h"]), captured=captured,
         fixed_dims={str(n): tuple(d) for n, d in data.get("fixed_dims", {}).items()},  # type: ignore[attr-defined]
-        mask_in_score=bool(data.get("mask_in_score", False)))
+        mask_in_score=bool(data.get("mask_in_score", False)),
+        mask_floor=None if data.get("mask_floor") is None else float(data["mask_floor"]))
 
 
 def _classification(mask: TracedMod | None) -> Classification:
@@ -246,7 +253,7 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
     mask = trace_mask_mod(spec.mask_mod, aux, captures) if spec.mask_mod else None
     captured = {n: t for m in (score, mask) if m for n, t in m.captured}
     infos = {a.name: a for m in (score, mask) if m for a in m.aux}
-    score, mask, mask_in_score = _lift_score_mask(score, mask)
+    score, mask, mask_in_score, floor = _lift_score_mask(score, mask, spec.normalizer)
     ordered = tuple(infos[n] for n in [*aux, *captured] if n in infos)
     classification = _classification(mask)
     mask_vars = expr.free_vars(mask.node) if mask else set()
@@ -266,18 +273,27 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
         captured=captured,
         fixed_dims=_fixed_dims(spec, ordered, captured),
         mask_in_score=mask_in_score,
+        mask_floor=floor,
     )
 
 
-def _lift_score_mask(score: TracedMod | None, mask: TracedMod | None
-                     ) -> tuple[TracedMod | None, TracedMod | None, bool]:
-    """score_mod's -inf condition moved into the mask (transfer.score_masks):
-    (score, mask, whether one moved). A score_mod left with nothing to do goes."""
+def _lift_score_mask(score: TracedMod | None, mask: TracedMod | None, normalizer: str
+                     ) -> tuple[TracedMod | None, TracedMod | None, bool, float | None]:
+    """score_mod's -inf condition moved into the mask, else (softmax, no mask_mod)
+    its floor mask's (transfer.score_masks): (score, mask, whether one moved, the
+    floor mask's C). A score_mod left with nothing to do goes."""
     if score is None:
-        return score, mask, False
+        return score, mask, False, None
     kept, condition = split_score_mask(score.node)
+    floor = None
+    if condition is None and normalizer == "softmax" and mask is None:
+        # (beside a mask_mod the rows it leaves no key weigh the mask_mod's keys alike,
+        # not all Sk: no pass after the kernel gives that)
+        split = split_floor_mask(score.node)
+        if split is not None:
+            kept, condition, floor = split
     if condition is None:
-        return score, mask, False
+        return score, mask, False, None
     node = condition if mask is None else expr.apply("and", mask.node, condition)
     names = set(expr.aux_reads(node))
     reads = {a.name: a for m in (mask, score) if m for a in m.aux if a.name in names}
@@ -285,10 +301,11 @@ def _lift_score_mask(score: TracedMod | None, mask: TracedMod | None
     lifted = TracedMod(node, tuple(reads.values()), mask.where if mask else score.where,
                        tuple(taken.items()))
     if is_bare_score(kept):
-        return None, lifted, True
+        return None, lifted, True, floor
     names = set(expr.aux_reads(kept))
     return (TracedMod(kept, tuple(a for a in score.aux if a.name in names), score.where,
-                      tuple((n, t) for n, t in score.captured if n in names)), lifted, True)
+                      tuple((n, t) for n, t in score.captured if n in names)), lifted, True,
+            floor)
 
 
 def _fixed_dims(spec: Spec, read: tuple[AuxInfo, ...],
@@ -326,8 +343,9 @@ def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
                              generator=torch.Generator().manual_seed(0))
     checks = []
     if plan.mask_in_score:
-        # score_mod's -inf condition is in the plan's mask: compare the mods' scores
-        # with the plan's where its mask allows, -inf elsewhere
+        # score_mod's -inf condition (or a floor mask's) is in the plan's mask: compare
+        # the mods' scores with the plan's where its mask allows, the masked score
+        # (-inf, or the floor's C) elsewhere
         want = elementwise_score(mods.score_mod)(scores, *idx).double()
         if mods.mask_mod is not None:
             want = want.masked_fill(~elementwise_mask(mods.mask_mod)(*idx), -math.inf)
@@ -335,7 +353,8 @@ def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
         got = scores if plan.score is None else grid_function(plan.score.node)(
             *grid, score_=scores, **full)
         allowed = grid_function(plan.mask.node)(*grid, **full)
-        got = got.double().masked_fill(~allowed, -math.inf).expand_as(want)
+        masked = -math.inf if plan.mask_floor is None else plan.mask_floor
+        got = got.double().masked_fill(~allowed, masked).expand_as(want)
         checks.append(("score_mod", spec.score_mod, want, got))
     if plan.mask is not None and mods.mask_mod is not None and not plan.mask_in_score:
         want = elementwise_mask(mods.mask_mod)(*idx)

@@ -9,13 +9,27 @@ Lifted: the condition of a `where` that yields -inf on one side, at the top of
 score_mod or as a term added to the rest (`score + where(c, 0.0, -inf)`),
 provided it does not read the score. Anything else that yields -inf (a -inf
 read from an aux tensor, a bias of -1e9) stays in score_mod.
-Hugging Face masks with the dtype's lowest finite value instead
-(`torch.where(allowed, score, torch.finfo(score.dtype).min)`): not -inf, since a row
-whose every key has it weighs them alike, so it stays in score_mod. But the kernels
-take a row's maximum times log2(e) before the exponentials, and finfo(float32).min
-times log2(e) overflows to -inf (then -inf - -inf is NaN): under softmax such a
-constant is raised to SCORE_FLOOR, whose product stays finite and which gives every
-weight the same value as finfo.min (kernel_score).
+
+Floor masks. Hugging Face masks with the dtype's lowest finite value instead
+(`torch.where(allowed, score, torch.finfo(score.dtype).min)`, or an added
+`torch.where(allowed, 0.0, torch.finfo(torch.float32).min)`). Such a constant C is
+not -inf: a row whose every key has it weighs them alike (out = the mean of V,
+lse = C + log(Sk)), where -inf gives it no weight. But at C <= FLOOR_MASK_LIMIT
+(finfo.min of float32 and bfloat16) it is -inf everywhere else: it has no weight
+in a row that keeps a key, and an added C absorbs the score (s + C == C). So under
+softmax, for a spec with no mask_mod, its condition is lifted like -inf's
+(`split_floor_mask`; the plan records C as `mask_floor`), and a pass after the
+kernel gives the rows it leaves no key the spec's answer (cubridge.empty_rows).
+Not lifted: finfo(float16).min = -65504 (s + C is not C, so a row it masks whole
+is not uniform), a floor mask beside a mask_mod (its empty rows weigh only the
+mask_mod's keys), masked sides that disagree (two Cs, or two added terms: C + C),
+and conditions mixed with -inf ones.
+
+A floor constant left in score_mod (one of those, or under a condition on the
+score) still reaches the kernels: they take a row's maximum times log2(e) before the
+exponentials, and finfo(float32).min times log2(e) overflows to -inf (then -inf -
+-inf is NaN): under softmax such a constant is raised to SCORE_FLOOR, whose product
+stays finite and which gives every weight the same value as finfo.min (kernel_score).
 """
 
 from __future__ import annotations
@@ -42,26 +56,64 @@ def _free_of_score(n: Node) -> bool:
     return expr.SCORE_VAR not in expr.free_vars(n)
 
 
-def split_score_mask(score: Node) -> tuple[Node, Node | None]:
-    """(kept, condition): `score` equals where(condition, kept, -inf), the
-    condition free of the score; condition None where no such part is found."""
+def _split(score: Node, is_masked: Callable[[Node], bool], *, one_term: bool
+           ) -> tuple[Node, Node | None]:
+    """(kept, condition): `score` is `kept` where the condition holds and a masked
+    value (is_masked) elsewhere; condition None where no such part is found.
+    `one_term`: at most one added term may hold a condition."""
     if score.op == "where":
         c, a, b = score.args
-        if _free_of_score(c) and _is_minus_inf(b):
-            kept, inner = split_score_mask(a)
+        if _free_of_score(c) and is_masked(b):
+            kept, inner = _split(a, is_masked, one_term=one_term)
             return kept, c if inner is None else expr.apply("and", c, inner)
-        if _free_of_score(c) and _is_minus_inf(a):
-            kept, inner = split_score_mask(b)
+        if _free_of_score(c) and is_masked(a):
+            kept, inner = _split(b, is_masked, one_term=one_term)
             not_c = expr.negate(c)
             return kept, not_c if inner is None else expr.apply("and", not_c, inner)
     if score.op == "add":
-        (kx, cx), (ky, cy) = (split_score_mask(a) for a in score.args)
+        (kx, cx), (ky, cy) = (_split(a, is_masked, one_term=one_term) for a in score.args)
         conditions = [c for c in (cx, cy) if c is not None]
-        if conditions:
+        if conditions and not (one_term and len(conditions) > 1):
             kept = ky if _is_zero(kx) else kx if _is_zero(ky) else expr.apply("add", kx, ky)
             return kept, conditions[0] if len(conditions) == 1 else \
                 expr.apply("and", *conditions)
     return score, None
+
+
+def split_score_mask(score: Node) -> tuple[Node, Node | None]:
+    """(kept, condition): `score` equals where(condition, kept, -inf), the
+    condition free of the score; condition None where no such part is found."""
+    return _split(score, _is_minus_inf, one_term=False)
+
+
+# A masked value C at or below this is -inf in every row that keeps a key: exp(C - s)
+# is 0, and s + C rounds to C for any |s| below 2^75 (float32; 2^46 in the float64 a
+# reference computes in). finfo(float32).min and finfo(bfloat16).min are far below;
+# finfo(float16).min (-65504) is not, and s + C is not C there: a row it masks whole
+# weighs its keys by their scores, not alike, which no mask plus mean of V gives.
+FLOOR_MASK_LIMIT = -(2.0**100)
+
+
+def _floor_values(n: Node) -> set[float]:
+    return {m.arg for m in n.walk() if m.op == "const" and m.dtype == expr.DType.FLOAT
+            and -math.inf < m.arg <= FLOOR_MASK_LIMIT}
+
+
+def split_floor_mask(score: Node) -> tuple[Node, Node, float] | None:
+    """(kept, condition, C): `score` equals where(condition, kept, C) for one floor
+    constant C (<= FLOOR_MASK_LIMIT), the condition free of the score; None where
+    there is no such part. Every masked pair must come out C exactly: one C, at most
+    one added term with a condition (C + C overflows), and `kept` free of floor
+    constants and -inf (a kept C would weigh its pair like a masked one)."""
+    values = _floor_values(score)
+    if len(values) != 1:
+        return None
+    (floor,) = values
+    kept, condition = _split(score, lambda n: n.op == "const" and n.dtype == expr.DType.FLOAT
+                             and n.arg == floor, one_term=True)
+    if condition is None or _floor_values(kept) or any(_is_minus_inf(n) for n in kept.walk()):
+        return None
+    return kept, condition, floor
 
 
 # Below -FLT_MAX / log2(e) (about -2.36e38) a score's product with log2(e) overflows.
@@ -85,8 +137,9 @@ def is_bare_score(n: Node) -> bool:
 
 
 def masks_in_score_mod(spec: Spec) -> bool:
-    """Whether the spec's score_mod holds a mask: a condition split_score_mask
-    lifts (what the hook plan moves into the mask)."""
+    """Whether the spec's score_mod holds a -inf mask: a condition split_score_mask
+    lifts (what the hook plan moves into the mask). Floor masks are not counted:
+    see score_mask_mod."""
     from cubridge.transfer.hooks import example_aux  # (hooks imports this module)
     from cubridge.transfer.trace import TraceError, trace_score_mod
 
@@ -105,7 +158,10 @@ def score_mask_mod(spec: Spec, score_mod: Callable[..., torch.Tensor] | None
     `score_mod` (the spec's, bound to its aux): the pairs it leaves finite, read at
     scores 0 and 1 (a kept part may be -inf at one of them). None where the spec
     masks nothing in score_mod. The bench counts these pairs, and FlexAttention
-    gets its BlockMask from it, as a user would write one."""
+    gets its BlockMask from it, as a user would write one. Not for a floor mask
+    (finfo.min): a BlockMask of its condition would give the rows it leaves no key
+    out = 0, where the spec weighs every key alike, so peers run such a score_mod
+    as written (our kernel fills those rows after it: cubridge.empty_rows)."""
     if score_mod is None or not masks_in_score_mod(spec):
         return None
 

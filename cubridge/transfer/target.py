@@ -2,7 +2,8 @@
 
 The target is a subclass of the source kernel's CuIR class (e.g.
 `class Target(FaSm80)`) that overrides hook methods only: score_mod,
-mask_mod, activation, block_kind, kv_block_range, normalizer, aux_names. The
+mask_mod, activation, block_kind, kv_block_range, normalizer, aux_names (and
+empty_row_score, for a floor mask). The
 hook bodies are rendered from the same traced expressions as the CUDA header
 (transfer.torch_render for values, transfer.interval for closed-form block
 classification), so the program the executor verifies is the one lowered.
@@ -137,6 +138,9 @@ def render_target(plan: HookPlan, base: type) -> str:
         f"    aux_names = {(*plan.aux_names, *plan.captured)!r}",
         "",
     ]
+    if plan.mask_floor is not None:
+        lines[-1:-1] = ["    # a floor mask: rows with no allowed key weigh every key alike",
+                        f"    empty_row_score = {plan.mask_floor!r}"]
     if plan.score:
         lines += _method("score_mod(self, s, b, h, q_idx, kv_idx)",
                          "Traced from the spec's score_mod.",

@@ -109,10 +109,11 @@ def test_score_and_mask_match_torch(evaluated, name):
     got: HookValues = values[ALIGNED]
     b, h, q, k = _grid(SHAPE)
     if header.plan.mask_in_score:
-        # score_mod's -inf condition is the header's mask: the pairs allowed, and
-        # their scores, are the mods'
+        # score_mod's -inf condition (or a floor mask's, at its C) is the header's mask:
+        # the pairs allowed, and their scores, are the mods'
         want = spec.score_mod(scores, b, h, q, k, **_kwargs(spec.score_mod, aux)).float().numpy()
-        allowed = ~np.isneginf(want)
+        floor = header.plan.mask_floor
+        allowed = ~np.isneginf(want) if floor is None else want != np.float32(floor)
         if spec.mask_mod is not None:
             allowed &= spec.mask_mod(b, h, q, k, **_kwargs(spec.mask_mod, aux)).expand(
                 got.mask.shape).numpy()

@@ -38,13 +38,16 @@ def _impl(spec, kernel_name, head_dim=128, head_dim_v=None):
     from cubridge.kernels import get_kernel
 
     kernel = get_kernel(kernel_name)
-    header = generate_header(plan_hooks(spec, table_block=kernel.table_block(head_dim,
-                                                                             head_dim_v)))
+    plan = plan_hooks(spec, table_block=kernel.table_block(head_dim, head_dim_v))
+    header = generate_header(plan)
 
     def attention(q, k, v, scale=None, **aux):
         shape = Shape(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3])
-        return kernel.attention(q, k, v, scale=scale, hooks_header=header.text,
-                                aux=header.pack_aux(aux, shape))
+        out, lse = kernel.attention(q, k, v, scale=scale, hooks_header=header.text,
+                                    aux=header.pack_aux(aux, shape))
+        if lse is None:
+            return out, lse
+        return header.fill_empty_rows(out, lse, v)  # (a floor mask's rows with no key)
 
     return attention
 
@@ -204,12 +207,16 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
 # per head (window_per_head), masks written as -inf in score_mod (causal_in_score_mod,
 # sigmoid_window_in_score_mod), patterns chosen per head (strided_heads: mask cases), a
 # sin of the score on the SFU beside a cos of the distance in a table (trig_terms),
-# rows that see every key as a choice in each row interval (longformer_globals).
+# rows that see every key as a choice in each row interval (longformer_globals),
+# floor masks (finfo_min_mask, finfo_min_causal; finfo_window_empty_rows, whose rows past
+# Sk + 15 keep no key: the pass after the kernel) and finfo.min left in score_mod beside a
+# mask_mod (finfo_min_beside_mask_mod: the kernels' SCORE_FLOOR).
 # Their hooks are checked per element on the host (test_hooks_compiled.py); here,
 # through each kernel.
-BEYOND_EXAMPLES = ["c_style_ops", "causal_in_score_mod", "finfo_min_mask", "half_precision_reads",
-                   "kitchen_sink", "log_buckets", "longformer_globals", "pair_masks",
-                   "prefix_past_int_range", "prompt_then_frames", "random_blocks",
+BEYOND_EXAMPLES = ["c_style_ops", "causal_in_score_mod", "finfo_min_beside_mask_mod",
+                   "finfo_min_causal", "finfo_min_mask", "finfo_window_empty_rows",
+                   "half_precision_reads", "kitchen_sink", "log_buckets", "longformer_globals",
+                   "pair_masks", "prefix_past_int_range", "prompt_then_frames", "random_blocks",
                    "residue_keys", "residue_ranges", "row_factor_signs",
                    "sigmoid_window_in_score_mod", "sparse_fixed", "strided_heads", "tree_mask",
                    "trig_terms", "window_per_head"]

@@ -8,10 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cubridge.attention import Shape
 from cubridge.lower.row_interval import (
     MAX_INTERVALS,
     NO_LOWER,
     NO_UPPER,
+    every_row_keeps_a_key,
     render_row_interval,
     row_intervals,
 )
@@ -164,6 +166,42 @@ def test_masks_without_a_few_intervals_per_row_get_none(name):
 def test_aux_reading_masks_get_none():
     table = torch.zeros(300, dtype=torch.int64)
     assert row_intervals(_node(lambda b, h, q, k: (q >= k) & (table[k] == table[q]))) is None
+
+
+# (Sq, Sk): square, keys past the queries, queries past the keys (rows beyond Sk + W
+# keep no key in a window of W), and the lengths around the masks' constants
+PROOF_LENGTHS = [(300, 300), (120, 300), (300, 120), (165, 150), (166, 150), (40, 3), (9, 1)]
+
+
+@pytest.mark.parametrize("name", sorted(WITH_INTERVAL))
+def test_every_row_keeps_a_key_is_what_the_mask_allows(name):
+    """The proof that skips a floor mask's pass after the kernel (cubridge.empty_rows):
+    at each shape it says exactly whether every row allows a key, and for every shape
+    (None) it says yes only where each shape does."""
+    mask_mod = WITH_INTERVAL[name]
+    node = _node(mask_mod)
+    every = []
+    for sq, sk in PROOF_LENGTHS:
+        q, k = torch.arange(sq).view(-1, 1), torch.arange(sk).view(1, -1)
+        want = all(bool(mask_mod(0, torch.tensor(h), q, k).expand(sq, sk).any(-1).all())
+                   for h in range(4))
+        assert every_row_keeps_a_key(node, Shape(1, 4, 1, sq, sk, 64)) == want, (sq, sk)
+        every.append(want)
+    if every_row_keeps_a_key(node):
+        assert all(every), name
+
+
+def test_every_row_keeps_a_key_is_proved_for_causal_masks_at_any_length():
+    causal, window = _node(WITH_INTERVAL["causal"]), _node(lambda b, h, q, k: (
+        q - k >= 0) & (q - k < 16))
+    assert every_row_keeps_a_key(causal) and not every_row_keeps_a_key(window)
+    assert every_row_keeps_a_key(window, Shape(1, 2, 1, 165, 150, 64))  # q <= Sk + 14
+    assert not every_row_keeps_a_key(window, Shape(1, 2, 1, 166, 150, 64))
+    # aux values are the call's: no proof
+    cut = trace_mask_mod(lambda b, h, q, k, *, n: (q >= k) & (k < n),
+                         {"n": torch.tensor(5)}).node
+    assert not every_row_keeps_a_key(cut) and not every_row_keeps_a_key(
+        cut, Shape(1, 2, 1, 10, 10, 64))
 
 
 def test_the_header_says_how_many_intervals_it_has():

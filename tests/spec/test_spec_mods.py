@@ -52,6 +52,34 @@ def test_mods_attention_matches_reference_and_empty_rows():
     assert torch.all(out[empty] == 0)
 
 
+def test_mods_attention_weighs_a_row_masked_whole_with_finfo_min_alike(tmp_path):
+    """A Hugging Face mask value (finfo.min) on every key of a row: the spec's softmax
+    weighs the keys alike (out = mean of V). exp(s - lse) gave each weight 1 (lse =
+    C + log(Sk) rounds to C) and the spec check blamed the mods."""
+    path = tmp_path / "finfo_window.py"
+    path.write_text(
+        "import torch\n"
+        "from cubridge.attention import HeadConfig\n"
+        "from cubridge.spec.helpers import expand_kv, positions, scaled_scores\n"
+        "CONFIGS = [HeadConfig('a', 2, 1, 16)]\n"
+        "LOW = torch.finfo(torch.float32).min\n"
+        "def reference(q, k, v):\n"
+        "    q_idx, kv_idx = positions(q, k)\n"
+        "    k, v = expand_kv(q, k, v)\n"
+        "    scores = scaled_scores(q, k) + torch.where(q_idx - kv_idx < 4, 0.0, LOW)\n"
+        "    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)\n"
+        "def score_mod(score, b, h, q_idx, kv_idx):\n"
+        "    return score + torch.where(q_idx - kv_idx < 4, 0.0, LOW)\n")
+    spec = load(path)
+    shape = Shape(1, 2, 1, 12, 5, 16)  # rows q >= 8 keep no key
+    inputs = make_inputs(spec, shape, torch.float64, "normal", torch.Generator().manual_seed(1))
+    out, lse = mods_attention(spec, inputs.q, inputs.k, inputs.v, inputs.aux)
+    ref_out, ref_lse = call_reference(spec, inputs)
+    assert torch.allclose(out, ref_out, rtol=1e-10, atol=1e-10)
+    assert torch.allclose(out[:, :, 8:], inputs.v.mean(2, keepdim=True).expand(1, 2, 4, 16))
+    assert torch.equal(lse[:, :, 8:], ref_lse[:, :, 8:])
+
+
 def test_reduced_heads_keep_gqa_ratio_and_two_kv_heads():
     from cubridge.attention import LLAMA2_7B, QWEN25_72B
     assert reduced_heads(LLAMA2_7B) == (2, 2)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from cubridge.attention import LLAMA2_7B, QWEN25_72B, Shape
+from cubridge.spec.helpers import softmax_attention
 from cubridge.spec.model import Spec, Tolerance
 from cubridge.spec.mods import aux_parameters
 
@@ -189,11 +190,34 @@ def trig_terms(score, b, h, q, k):
 
 
 def finfo_min_mask_score(score, b, h, q, k):
-    # Hugging Face's causal mask value, the lowest finite float (not -inf, so it stays in
-    # score_mod and every block is computed): a row's first block, the last one, has it
-    # at every key; the kernels raise it to SCORE_FLOOR, whose product with log2(e) does
-    # not overflow to -inf (transfer/score_masks.py)
+    # Hugging Face's causal mask value, the lowest finite float: without a mask_mod a
+    # floor mask, lifted into the mask like -inf (every row keeps key 0, so no row
+    # needs the pass after the kernel; transfer/score_masks.py)
     return torch.where(k <= q, score, torch.finfo(torch.float32).min)
+
+
+def finfo_min_causal_score(score, b, h, q, k, *, slope):
+    # the floor mask of finfo_min_causal (bench specs): a kept score that reads aux
+    return torch.where(q >= k, score * (0.5 + slope[h]), torch.finfo(torch.float32).min)
+
+
+def finfo_window_score(score, b, h, q, k):
+    # an added floor mask of bfloat16's lowest value: a 16-key window behind each query,
+    # so with Sq > Sk + 15 rows keep no key and weigh every key alike (out = mean of V),
+    # which the pass after the kernel writes (cubridge/empty_rows.py)
+    window = (q - k >= 0) & (q - k < 16)
+    return score + torch.where(window, 0.0, torch.finfo(torch.bfloat16).min)
+
+
+def keys_before_q_plus_1000(b, h, q, k):
+    # a mask_mod that keeps the keys past the diagonal (score_mod masks them)
+    return k - q < 1000
+
+
+# finfo_min_mask_score beside a mask_mod stays in score_mod (its fully masked rows would
+# weigh the mask_mod's keys alike): every block is computed, and a row's first block in
+# fa_sm90, the last one, has finfo.min at every key; the kernels raise it to SCORE_FLOOR,
+# whose product with log2(e) does not overflow to -inf (transfer/score_masks.py)
 
 
 def causal_in_score_mod(score, b, h, q, k, *, slope):
@@ -325,10 +349,9 @@ def dense_attention(q, k, v, *, mask_mod=None, score_mod=None, normalizer="softm
     if mask_mod is not None:
         allowed = mask_mod(bi, hi, qi, ki, **take(mask_mod)).expand_as(s)
     if normalizer == "softmax":
-        s = s.masked_fill(~allowed, -math.inf)
-        lse = torch.logsumexp(s, dim=-1)
-        p = torch.exp(s - torch.where(torch.isinf(lse), 0, lse)[..., None])
-        return (p @ vv).to(q.dtype), lse.float()
+        # (weights over their sum: a row of finfo.min scores weighs its keys alike)
+        out, lse = softmax_attention(s, allowed, vv)
+        return out.to(q.dtype), lse.float()
     act = torch.sigmoid(s) if normalizer == "sigmoid" else torch.relu(s)
     return (act.masked_fill(~allowed, 0) @ vv).to(q.dtype)
 
@@ -388,5 +411,8 @@ VARIANTS: dict[str, Spec] = {
         make_spec("c_style_ops", abs_window_fmod_stride, c_style_ops_score),
         make_spec("finfo_min_mask", None, finfo_min_mask_score),
         make_spec("trig_terms", causal, trig_terms),
+        make_spec("finfo_min_causal", None, finfo_min_causal_score),
+        make_spec("finfo_window_empty_rows", None, finfo_window_score),
+        make_spec("finfo_min_beside_mask_mod", keys_before_q_plus_1000, finfo_min_mask_score),
     ]
 }

@@ -31,9 +31,10 @@ ALL_EXAMPLES = {load(p).name: load(p) for p in sorted(glob.glob(str(EXAMPLES / "
 SPECS = {f"examples/{n}": s for n, s in ALL_EXAMPLES.items() if n not in OUTSIDE}
 # our own variants that cover ops the example specs do not use
 SPECS.update({n: VARIANTS[n] for n in ("kitchen_sink", "dilated_window", "relative_position",
-                                       "finfo_min_mask", "trig_terms")})
+                                       "finfo_min_mask", "trig_terms",
+                                       "finfo_window_empty_rows")})
 HOOKS = {"score_mod", "mask_mod", "activation", "block_kind", "kv_block_range", "normalizer",
-         "aux_names"}
+         "aux_names", "empty_row_score"}
 # tails, Sq != Sk both ways, GQA, and long enough for the 1024 windows
 SHAPES = [Shape(b=1, hq=2, hk=1, sq=1100, sk=1037, d=32),
           Shape(b=2, hq=2, hk=2, sq=65, sk=200, d=32)]
@@ -44,22 +45,25 @@ def targets(tmp_path_factory):
     out = {}
     root = tmp_path_factory.mktemp("targets")
     for name, spec in SPECS.items():
-        path = write_target(plan_hooks(spec), FaSm80, root / f"{name.replace('/', '_')}.py")
-        out[name] = (spec, path, load_target(path))
+        plan = plan_hooks(spec)
+        path = write_target(plan, FaSm80, root / f"{name.replace('/', '_')}.py")
+        out[name] = (spec, plan, path, load_target(path))
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
 def test_target_overrides_hooks_only(targets, name):
-    spec, path, target = targets[name]
+    spec, plan, path, target = targets[name]
     assert issubclass(target, FaSm80)
     own = {k for k in vars(target) if not k.startswith("__")}
     assert own <= HOOKS, own - HOOKS
     assert diff_kernels(FaSm80, target).hooks_only
     assert target.normalizer == ("softmax" if spec.normalizer == "softmax" else "elementwise")
-    assert ("score_mod" in own) == (spec.score_mod is not None)
-    assert ("mask_mod" in own) == (spec.mask_mod is not None)
+    # (a mask written in score_mod is the target's mask_mod: score_masks)
+    assert ("score_mod" in own) == (plan.score is not None)
+    assert ("mask_mod" in own) == (spec.mask_mod is not None or plan.mask_in_score)
+    assert ("empty_row_score" in own) == (plan.mask_floor is not None)
     ast.parse(path.read_text())  # the file on disk is the program that ran
 
 
@@ -82,7 +86,7 @@ def test_verifier_catches_a_wrong_hook(targets, tmp_path):
     """The check is real: a target whose mask is off by one fails verification."""
     spec = SPECS["examples/causal"]
     path = tmp_path / "wrong.py"
-    path.write_text(targets["examples/causal"][1].read_text().replace(
+    path.write_text(targets["examples/causal"][2].read_text().replace(
         "return (q_idx >= kv_idx)", "return (q_idx > kv_idx)"))
     wrong = load_target(path)
     report = verify(spec, attention_fn(wrong), shapes=SHAPES[1:], dtypes=[torch.bfloat16],
@@ -102,7 +106,7 @@ def _truth(spec, aux, shape, b, h, q0, q1, k0, k1) -> BlockKind:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n, s in SPECS.items() if s.mask_mod is not None])
 def test_target_block_hooks_match_brute_force(targets, name):
-    spec, _, target = targets[name]
+    spec, _, _, target = targets[name]
     shape = SHAPES[0]
     kernel = target(block_m=128, block_n=64)
     kernel.seqlen_q, kernel.seqlen_k = shape.sq, shape.sk
@@ -140,15 +144,16 @@ def test_rendered_source_is_deterministic_and_readable():
 @pytest.mark.parametrize("floored", [True, False])
 def test_finfo_min_in_score_mod_verifies_on_fa_sm90_only_with_the_floor(floored, tmp_path,
                                                                          monkeypatch):
-    """Hugging Face's causal mask value in score_mod: fa_sm90 takes a row's last block
-    first, all of it finfo.min, whose scaled max overflowed to -inf and made the row NaN;
-    with the kernels' score floor (transfer/score_masks.py) the target verifies."""
+    """Hugging Face's causal mask value in score_mod (beside a mask_mod, so not lifted
+    as a floor mask): fa_sm90 takes a row's last block first, all of it finfo.min,
+    whose scaled max overflowed to -inf and made the row NaN; with the kernels' score
+    floor (transfer/score_masks.py) the target verifies."""
     from cubridge.kernels.fa_sm90.cuir import FaSm90
     from cubridge.transfer import target
 
     if not floored:
         monkeypatch.setattr(target, "kernel_score", lambda score, normalizer: score)
-    run = functools.partial(transfer_by_rules, VARIANTS["finfo_min_mask"], FaSm90,
+    run = functools.partial(transfer_by_rules, VARIANTS["finfo_min_beside_mask_mod"], FaSm90,
                             out_dir=tmp_path, shapes=[Shape(b=1, hq=2, hk=1, sq=65, sk=129, d=64)])
     if floored:
         assert run().report.passed
