@@ -4,12 +4,13 @@ comparisons, each linear in the key with coefficient +-1 and otherwise free of i
 interval of keys [lo(b, h, q), hi(b, h, q)]; a disjunction of such conjunctions
 (a window plus global keys: `q >= k & (q - k < W | k < G)`) allows the union of
 their intervals, and a choice free of the key (`torch.where(h % 2 == 1, q - k < 512,
-q - k < 128)`) the interval it chooses; negations are pushed in, and a choice by the
-key is the union `(c & a) | (~c & b)`. Past MAX_INTERVALS, conjunctions whose row
-conditions exclude each other become such a choice, and a conjunction free of the key
-(rows that see every key: Longformer's global tokens, `|q - k| <= W | q < G | k < G`)
-a choice inside each of the others. A kernel may then set a row's mask bits as
-a few ranges, a few operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
+q - k < 128)`) the interval it chooses; negations are pushed in, a choice by the
+key is the union `(c & a) | (~c & b)`, and integers `x != y` are its two sides
+`x < y | x > y`. Past MAX_INTERVALS, conjunctions whose row conditions exclude each
+other become such a choice, and a conjunction free of the key (rows that see every
+key: Longformer's global tokens, `|q - k| <= W | q < G | k < G`) a choice inside each
+of the others. A kernel may then set a row's mask bits as a few ranges, a few
+operations per row instead of a mask_mod per pair (row_interval, docs/hooks.md).
 Bounds may read aux at key-free indices (a 0-d prefix length, a per-row table).
 Reads that depend on the key, any other key arithmetic and unions of more than
 MAX_INTERVALS intervals have no such form; mask_mod stays for them.
@@ -17,8 +18,8 @@ MAX_INTERVALS intervals have no such form; mask_mod stays for them.
 Floor quotients of the key bound it like the key itself (`q // 64 == k // 64`: k in
 [64 (q // 64), 64 (q // 64) + 63]). With `periods=True` an interval may also keep only
 the keys of one residue, or one range of residues, modulo a power of two (`(q - k) % 128
-== 0`, `(k - q + 3) % 4 == 1`, `k % 128 >= 112`): a key set, whose bits a kernel sets
-as a constant comb shifted into place (key sets, docs/hooks.md)."""
+== 0`, `(k - q + 3) % 4 == 1`, `k % 128 >= 112`, `k % 4 != 3`): a key set, whose bits a
+kernel sets as a constant comb shifted into place (key sets, docs/hooks.md)."""
 
 from __future__ import annotations
 
@@ -131,6 +132,9 @@ def _disjuncts(n: Node) -> list[list[Node]] | None:
         bounded = _abs_compared(n)  # |q - k| <= W: q - k <= W & q - k >= -W
         if bounded is not None:
             return _disjuncts(bounded)
+        sides = _unequal_sides(n)  # q // 64 != k // 64: q // 64 < k // 64 | q // 64 > k // 64
+        if sides is not None:
+            return _disjuncts(sides)
     # (a key-free choice between two conjunctions, `where(h % 2 == 1, A, B)`, is one
     # atom: _interval takes the bounds the choice selects)
     return [[n]]
@@ -201,6 +205,15 @@ def _abs_compared(n: Node) -> Node | None:
     if op in ("le", "lt"):
         return apply("and", apply(op, x, y), apply(_FLIPPED[op], x, neg_y))
     return apply("or", apply(op, x, y), apply(_FLIPPED[op], x, neg_y))
+
+
+def _unequal_sides(n: Node) -> Node | None:
+    """Integers x != y as its two sides, x < y | x > y: each may bound the key. None for
+    other atoms, and for a residue's `!=`, which is one key set already (the residues
+    but one: `k % 4 != 3`)."""
+    if n.op != "ne" or any(a.dtype != DType.INT for a in n.args) or _residue(n) is not None:
+        return None
+    return apply("or", apply("lt", *n.args), apply("gt", *n.args))
 
 
 # key OP x, for `c * key + r OP 0` with c = +1 (x = -r) and c = -1 (x = r):
@@ -339,14 +352,14 @@ def _int_const(n: Node) -> int | None:
 
 def _residue(atom: Node) -> tuple[int, Node | None, int, Node | None] | None:
     """(period, phase, width, guard) of `(c * key + r) % P OP s` (c = +-1, P a power of
-    two, r key-free; OP ==, s key-free, or an order against a constant s): keys == phase
-    + t (mod P) for 0 <= t < width, where the guard (0 <= s < P for a key-free s) holds.
-    Period 1: the atom holds for every key."""
-    if atom.op not in _FLIPPED:
+    two, r key-free; OP ==, s key-free, or an order or != against a constant s): keys ==
+    phase + t (mod P) for 0 <= t < width, where the guard (0 <= s < P for a key-free s)
+    holds. Period 1: the atom holds for every key."""
+    if atom.op not in _FLIPPED and atom.op != "ne":
         return None
     op, (x, s) = atom.op, atom.args
     if KEY not in free_vars(x):
-        op, x, s = _FLIPPED[op], s, x
+        op, x, s = _FLIPPED.get(op, op), s, x
     if x.op != "mod" or KEY in free_vars(s) or s.dtype != DType.INT:
         return None
     dividend, divisor = x.args
@@ -366,6 +379,14 @@ def _residue(atom: Node) -> tuple[int, Node | None, int, Node | None] | None:
             guard = apply("and", apply("ge", s, const(0)), apply("lt", s, const(p)))
         lo = hi = s
         width = 1
+    elif op == "ne":
+        if sc is None:
+            return None
+        if not 0 <= sc < p:
+            return 1, None, 1, None  # (a floor modulo is never that: every key)
+        # the P - 1 residues from s + 1 on, around to s - 1
+        lo_c = (sc + 1) % p
+        lo, hi, width = const(lo_c), const(lo_c + p - 2), p - 1
     else:
         if sc is None:
             return None

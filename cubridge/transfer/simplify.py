@@ -62,6 +62,37 @@ def _fmod_zero_test(n: Node) -> Node | None:
     return Node(n.op, DType.BOOL, (rem, zero))
 
 
+# the bit forms below go up to 2^30, the largest power of two of the hooks' 32-bit ints
+_MAX_SHIFT = 30
+
+
+def _int_const(n: Node) -> int | None:
+    return n.arg if n.op == "const" and n.dtype == DType.INT else None  # type: ignore[return-value]
+
+
+def _shift_as_quotient(n: Node) -> Node | None:
+    """x >> j (a constant 0 <= j <= 30) as x // 2^j: an arithmetic shift is a floor
+    division, for negative x too (-5 >> 1 == -3 == -5 // 2). The mask analyses read
+    quotients (`(q >> 6) == (k >> 6)`: the query's own 64-key block, a row interval),
+    and the CUDA renderer writes a quotient by 2^j back as the shift."""
+    j = _int_const(n.args[1])
+    if j is None or not 0 <= j <= _MAX_SHIFT:
+        return None
+    return expr.apply("floordiv", n.args[0], expr.const(2**j))
+
+
+def _low_bits_as_residue(n: Node) -> Node | None:
+    """x & (2^j - 1) (1 <= j <= 30, either operand) as x % 2^j: in two's
+    complement the low bits are the floor modulo, for negative x too (-5 & 3 == 3 == -5 %
+    4). `(k & 1) == 0` is then a key set like `k % 2 == 0`, and the renderer writes a
+    modulo by 2^j back as the mask."""
+    for x, m in (n.args, n.args[::-1]):
+        low = _int_const(m)
+        if low is not None and 0 < low < 2**_MAX_SHIFT and low & (low + 1) == 0:
+            return expr.apply("mod", x, expr.const(low + 1))
+    return None
+
+
 Rule = tuple[str, Callable[[Node], Node | None]]
 
 RULES: list[Rule] = [
@@ -97,6 +128,9 @@ RULES: list[Rule] = [
     # torch.fmod(x, y) == 0 / != 0 (traced as a floor modulo with a sign fix-up)
     ("eq", _fmod_zero_test),
     ("ne", _fmod_zero_test),
+    # integer shifts by a constant and masks of low bits as floor quotients and residues
+    ("shr", _shift_as_quotient),
+    ("bitand", _low_bits_as_residue),
     # select with a known condition or equal branches
     ("where", lambda n: (n.args[1] if n.args[0].arg else n.args[2]) if _is_const(n.args[0])
         else None),

@@ -383,6 +383,41 @@ def _bits(op: str, *args: object, symbol: str | None = None) -> Sym:
     return Sym(expr.apply(op, *nodes))
 
 
+# torch.isin against a constant set is an OR of one equality a member, each a comparison
+# per pair; past this many, a captured table indexed by the value is one read instead
+MAX_ISIN_SET = 32
+
+
+def _isin(elements: object, test_elements: object, *, assume_unique: bool = False,
+          invert: bool = False) -> Sym:
+    """torch.isin(x, SET) of a traced x and a constant SET (a tensor or a number) of at
+    most MAX_ISIN_SET distinct numbers: (x == c0) | (x == c1) | ..."""
+    x = _lift(elements)
+    tests = [expr.apply("eq", x, expr.const(c)) for c in _constant_set(test_elements)]
+    out = tests[0] if tests else expr.const(False)
+    for t in tests[1:]:
+        out = expr.apply("or", out, t)
+    return Sym(expr.apply("not", out) if invert else out)
+
+
+def _constant_set(test_elements: object) -> list[bool | int | float]:
+    """The distinct numbers of torch.isin's test_elements, in order; a TraceError where
+    they are traced or past MAX_ISIN_SET."""
+    if isinstance(test_elements, Sym | SymAux | SymVec):
+        what = (f"aux tensor {test_elements.name!r}" if isinstance(test_elements, SymAux)
+                else "a value traced per pair")
+        raise TraceError(f"torch.isin against {what}; hooks take a constant set (a tensor "
+                         f"the spec holds) of at most {MAX_ISIN_SET} numbers")
+    values = (test_elements.flatten().tolist() if isinstance(test_elements, torch.Tensor)
+              else [_lift(test_elements).arg])  # (a number: torch takes no list)
+    members = list(dict.fromkeys(values))
+    if len(members) > MAX_ISIN_SET:
+        raise TraceError(f"torch.isin against a set of {len(members)} numbers; hooks take at "
+                         f"most {MAX_ISIN_SET} (one comparison per pair each): index a "
+                         "captured bool table by the value instead (table[x])")
+    return members
+
+
 def _gelu(x: object, approximate: str = "none") -> Sym:
     """torch.nn.functional.gelu, written with the ops it is defined by."""
     v = Sym(expr.cast(_lift(x), DType.FLOAT))
@@ -731,11 +766,12 @@ _TORCH_OPS: dict[str, Callable[..., Sym]] = {
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
     "new_zeros": _new(0), "new_ones": _new(1), "new_full": _new(None),
     "masked_fill": lambda x, mask, value: _where(mask, value, x),
+    "isin": _isin,
     **_COMPOSED,
 }
 # names that exist as torch functions but not as the tensor method of the same meaning
 _FUNCTION_ONLY = {"zeros_like", "ones_like", "full_like", "where", "gelu", "expit", "softplus",
-                  "logsigmoid", "silu", "hardtanh", "leaky_relu"}
+                  "logsigmoid", "silu", "hardtanh", "leaky_relu", "isin"}
 
 # Where each name above is a torch function: torch.*, Tensor methods and
 # operators, torch.nn.functional.*, torch.special.*. __torch_function__ looks

@@ -119,6 +119,18 @@ WITH_INTERVAL = {
     # (A | g) & (B | C): four conjunctions distributed, two with g folded in first
     "global_rows_before_distributing": lambda b, h, q, k: (((q - k).abs() <= 40) | (q < 8)) & (
         (k <= q) | (k < 8)),
+    # integers x != y: its two sides x < y | x > y
+    "not_equal": lambda b, h, q, k: k != q,
+    "negated_equal": lambda b, h, q, k: ~(k == q),
+    "block_diagonal_complement": lambda b, h, q, k: (q >= k) & (q // 64 != k // 64),
+    "outside_a_signed_block": lambda b, h, q, k: (q - k) // 16 != -1,
+    "unequal_to_a_row_value": lambda b, h, q, k: torch.ne(k, q // 2) & (k <= q),
+    # shifts by a constant are floor quotients by 2^j (of either sign: arithmetic shifts)
+    "shifted_blocks": lambda b, h, q, k: (q >> 6) == (k >> 6),
+    "shifted_blocks_causal": lambda b, h, q, k: (k >> 5) <= (q >> 5),
+    "shifted_offsets": lambda b, h, q, k: ((q - k) >> 5) == 0,
+    "shifted_negative_offsets": lambda b, h, q, k: (((k - q) >> 4) >= -2) & (k <= q),
+    "shifted_block_complement": lambda b, h, q, k: (q >= k) & ((q >> 6) != (k >> 6)),
 }
 WITHOUT = {
     "three_pieces": lambda b, h, q, k: (k < 8) | ((q - k < 64) & (q >= k)) | (k > 280),
@@ -126,12 +138,13 @@ WITHOUT = {
     "dilated": lambda b, h, q, k: (q >= k) & ((q - k) % 2 == 0),
     "two_keys": lambda b, h, q, k: 2 * k <= q,  # (a key coefficient other than +-1)
     "scaled": lambda b, h, q, k: 2 * q - 2 * k + 1 > 0,  # (an interval, not recognised)
-    "not_equal": lambda b, h, q, k: k != q,
+    "unequal_scaled_key": lambda b, h, q, k: 2 * k != q,
+    "two_unequal": lambda b, h, q, k: (k != q) & (k != q - 5),  # (four intervals)
+    "shift_by_a_traced_amount": lambda b, h, q, k: (k >> (h + 1)) == (q >> (h + 1)),
     "choice_of_a_union": lambda b, h, q, k: torch.where(h % 2 == 1, (k < 8) | (k > 280), q >= k),
     "choice_by_the_key": lambda b, h, q, k: torch.where(k % 2 == 1, q >= k, q - k < 9),
     "choice_by_the_key_of_unions": lambda b, h, q, k: torch.where(k < 4, (k < 2) | (k > 3),
                                                                   (q >= k) | (k > 280)),
-    "negated_equal": lambda b, h, q, k: ~(k == q),
     # three pieces whose row conditions do not exclude each other
     "three_pieces_overlapping_rows": lambda b, h, q, k: ((q < 200) & (k <= q)) | (
         (q >= 100) & (k < 10)) | ((q >= 150) & (q - k < 20) & (k <= q)),
@@ -240,12 +253,27 @@ WITH_KEY_SETS = {
                                                           (torch.fmod(q - k, 64) == 0)),
     "fmod_of_a_negative_offset": lambda b, h, q, k: (torch.fmod(k - q, 8) != 0).logical_not()
     & (k < q + 30),
+    # a residue's != is the other P - 1 residues (one key set, not two sides)
+    "not_equal": lambda b, h, q, k: (q - k) % 4 != 0,
+    "all_but_one_residue": lambda b, h, q, k: (q >= k) & (k % 4 != 3),
+    "all_but_one_residue_or_the_diagonal": lambda b, h, q, k: (q >= k) & (
+        (k % 4 != 3) | (k == q)),
+    "unequal_to_a_constant_past_the_period": lambda b, h, q, k: ((q - k) % 8 != 9) & (k <= q),
+    # masks of low bits are residues modulo 2^j (two's complement: of either sign)
+    "parity_by_the_low_bit": lambda b, h, q, k: (q >= k) & ((k & 1) == 0),
+    "odd_keys_by_the_low_bit": lambda b, h, q, k: ((k & 1) != 0) & (k <= q),
+    "low_bits_of_a_negative_offset": lambda b, h, q, k: (((k - q) & 7) == 3) & (k < q + 40),
+    "low_bits_unequal": lambda b, h, q, k: (q >= k) & ((15 & (q - k)) != 1),
+    "range_of_low_bits": lambda b, h, q, k: (q >= k) & ((k & 63) >= 56),
+    "sparse_fixed_in_bit_forms": lambda b, h, q, k: (q >= k) & (
+        ((q >> 6) == (k >> 6)) | ((k & 63) >= 56)),
 }
 WITHOUT_KEY_SETS = {
     "not_a_power_of_two": lambda b, h, q, k: (q >= k) & ((q - k) % 6 == 0),
     "two_residues": lambda b, h, q, k: ((q - k) % 2 == 0) & ((q - k) % 8 == 4),
     "scaled_key": lambda b, h, q, k: (2 * k) % 4 == 0,
-    "not_equal": lambda b, h, q, k: (q - k) % 4 != 0,
+    "unequal_to_a_row_value": lambda b, h, q, k: (q - k) % 4 != q % 4,
+    "not_a_mask_of_low_bits": lambda b, h, q, k: (q >= k) & ((k & 6) == 2),
     "range_against_a_row_value": lambda b, h, q, k: (q - k) % 64 < q % 64,
     "no_residue": lambda b, h, q, k: ((q - k) % 8 > 9) & (k <= q),
     "period_chosen_per_head": lambda b, h, q, k: torch.where(h % 2 == 1, (q - k) % 64 == 0,
@@ -299,3 +327,39 @@ def test_rows_that_see_every_key_have_the_whole_row_in_each_interval():
     assert all(not iv.guards for iv in intervals)
     text = render_row_interval(_node(WITH_INTERVAL["longformer"]), {}, {})
     assert "constexpr int kRowIntervals = 2;" in text and "(q < 8) ?" in text
+
+
+def test_unequal_is_its_two_sides_and_block_diagonal_complement_two_intervals():
+    """`q // 64 != k // 64` is `q // 64 < k // 64 | q // 64 > k // 64`: the keys past the
+    query's block (none, under q >= k) and those before it."""
+    mask = _node(WITH_INTERVAL["block_diagonal_complement"])
+    assert len(row_intervals(mask)) == 2
+    assert "constexpr int kRowIntervals = 2;" in render_row_interval(mask, {}, {})
+    sides = _node(lambda b, h, q, k: (q >= k) & ((q // 64 < k // 64) | (q // 64 > k // 64)))
+    assert row_intervals(mask) == row_intervals(sides)
+
+
+def test_a_residues_unequal_is_one_key_set_of_all_but_one_residue():
+    (iv,) = row_intervals(_node(WITH_KEY_SETS["all_but_one_residue"]), periods=True)
+    assert (iv.period, iv.width) == (4, 3)
+    (every,) = row_intervals(_node(WITH_KEY_SETS["unequal_to_a_constant_past_the_period"]),
+                             periods=True)
+    assert every.period == 1  # ((q - k) % 8 is never 9)
+
+
+def test_shifts_and_masks_of_low_bits_have_the_intervals_of_their_floor_forms():
+    """`x >> j` is `x // 2^j` and `x & (2^j - 1)` is `x % 2^j` (transfer/simplify.py): the
+    same intervals and key sets as the masks written with // and %."""
+    pairs = [
+        (lambda b, h, q, k: (q >> 6) == (k >> 6), lambda b, h, q, k: q // 64 == k // 64),
+        (lambda b, h, q, k: (q >= k) & ((q - k) >> 3 < 5), lambda b, h, q, k: (q >= k) & (
+            (q - k) // 8 < 5)),
+        (lambda b, h, q, k: (q >= k) & ((k & 1) == 0), lambda b, h, q, k: (q >= k) & (
+            k % 2 == 0)),
+        (lambda b, h, q, k: (q >= k) & (((q - k) & 127) == 0), lambda b, h, q, k: (q >= k) & (
+            (q - k) % 128 == 0)),
+    ]
+    for bits, floors in pairs:
+        assert row_intervals(_node(bits), periods=True) is not None
+        assert row_intervals(_node(bits), periods=True) == row_intervals(_node(floors),
+                                                                         periods=True)

@@ -152,6 +152,16 @@ def residue_ranges(b, h, q, k):
                        ((k % 4) < 2) & (k < 300) & (k <= q + 3))
 
 
+def unequal_shifted_blocks(b, h, q, k):
+    # written with != and bit operations (lower/row_interval.py, transfer/simplify.py): on
+    # even heads the keys behind the query's own 64-key block ((q >> 6) != (k >> 6) is
+    # q // 64 < k // 64 | q // 64 > k // 64: two intervals a row), on odd heads the keys
+    # behind with a signed offset's low bits other than 1 (((k - q) & 3) != 1 is
+    # (k - q) % 4 != 1: a key set of three residues in four)
+    return torch.where(h % 2 == 0, (q >= k) & ((q >> 6) != (k >> 6)),
+                       (q >= k) & (((k - q) & 3) != 1))
+
+
 def prompt_then_frames(b, h, q, k, *, prefix_len):
     # a causal prompt, then frames of 64 tokens (whole within a frame, causal across
     # them) that see the whole prompt: three conjunctions, two of which no row has both
@@ -400,6 +410,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("residue_ranges", residue_ranges),
         make_spec("prompt_then_frames", prompt_then_frames),
         make_spec("longformer_globals", longformer_globals),
+        make_spec("unequal_shifted_blocks", unequal_shifted_blocks),
         make_spec("causal_in_score_mod", None, causal_in_score_mod),
         make_spec("sigmoid_window_in_score_mod", None, window_in_score_mod, "sigmoid"),
         make_spec("log_buckets", log_band, log_buckets_score),

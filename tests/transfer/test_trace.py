@@ -468,3 +468,89 @@ def test_bool_arithmetic_beside_a_number_stays_arithmetic():
     node = trace_score_mod(lambda s, b, h, q, k: s + (q >= k) * 2 + (q >= k) * (k > 1), {}).node
     _check_score_mod(lambda s, b, h, q, k: s + (q >= k) * 2 + (q >= k) * (k > 1), exact=True)
     assert "mul" in {n.op for n in node.walk()}
+
+
+TOKEN_TYPES = torch.tensor([0, 2, 2, 3])
+
+
+@pytest.mark.parametrize("mask_mod", [
+    lambda b, h, q, k, *, segment: (q >= k) & (torch.isin(segment[b, k], TOKEN_TYPES) | (q == k)),
+    lambda b, h, q, k, *, segment: torch.isin(segment[b, q], TOKEN_TYPES, invert=True),
+    lambda b, h, q, k, *, segment: torch.isin(k - q, torch.tensor([-3, 0, 5, 40])),
+    lambda b, h, q, k, *, segment: torch.isin(q - k, 4),
+    lambda b, h, q, k, *, segment: torch.isin(k, torch.arange(40) // 2 * 3),  # (20 distinct)
+    lambda b, h, q, k, *, segment: torch.isin(segment[b, k], torch.tensor([], dtype=torch.int32))
+    | (q == k),
+], ids=["keys-of-some-types", "invert", "signed-offsets", "a-number", "repeated-members",
+        "empty-set"])
+def test_isin_against_a_constant_set_is_an_or_of_equalities(mask_mod):
+    aux = {"segment": _aux()["segment"]}
+    node = trace_mask_mod(mask_mod, aux).node
+    assert {n.op for n in node.walk()} <= {"or", "and", "not", "eq", "ge", "sub", "var",
+                                           "const", "aux_load"}
+    b, h, q, k = _grid()
+    want = mask_mod(b, h, q, k, segment=aux["segment"])
+    got = _eval_traced(node, aux, None)
+    assert torch.equal(torch.as_tensor(got).expand(B, H, SQ, SK), want.expand(B, H, SQ, SK))
+
+
+def test_isin_tests_each_distinct_member_once():
+    node = trace_mask_mod(lambda b, h, q, k: torch.isin(k, TOKEN_TYPES), {}).node
+    assert sorted(n.args[1].arg for n in node.walk() if n.op == "eq") == [0, 2, 3]
+
+
+def test_isin_against_more_than_32_numbers_or_a_traced_set_is_rejected():
+    def past_the_limit(b, h, q, k):
+        return torch.isin(k, torch.arange(33))  # the bad line
+
+    with pytest.raises(TraceError, match="a set of 33 numbers; hooks take at most 32") as e:
+        trace_mask_mod(past_the_limit, {})
+    assert e.value.where == f"{__file__}:{_line_of(past_the_limit, 'the bad line')}"
+    assert trace_mask_mod(lambda b, h, q, k: torch.isin(k, torch.arange(32)), {}).node
+    with pytest.raises(TraceError, match="against a value traced per pair; hooks take a "
+                                         "constant set"):
+        trace_mask_mod(lambda b, h, q, k: torch.isin(k, q), {})
+
+    def aux_set(b, h, q, k, *, allowed):
+        return torch.isin(k, allowed)
+
+    with pytest.raises(TraceError, match="against aux tensor 'allowed'.* at most 32 numbers"):
+        trace_mask_mod(aux_set, {"allowed": torch.arange(3)})
+
+
+# x >> j and x & (2^j - 1) of signed offsets: floor quotients and residues, exact for
+# either sign (arithmetic shifts, two's complement low bits)
+_BIT_FORMS = {
+    "shift": lambda q, k: (q - k) >> 3,
+    "shift_of_a_negative_offset": lambda q, k: (k - q - 7) >> 2,
+    "shift_by_zero": lambda q, k: (q - k) >> 0,
+    "bitwise_right_shift": lambda q, k: torch.bitwise_right_shift(k - q, 4),
+    "low_bits": lambda q, k: (q - k) & 7,
+    "low_bits_on_the_left": lambda q, k: 15 & (k - q - 3),
+    "low_bit": lambda q, k: torch.bitwise_and(k - 2 * q, 1),
+    "both": lambda q, k: ((k - q) >> 2) & 3,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BIT_FORMS))
+def test_shifts_and_masks_of_low_bits_are_floor_quotients_and_residues(name):
+    fn = _BIT_FORMS[name]
+    node = trace_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), {}).node
+    ops = {n.op for n in node.walk()}
+    assert not ops & {"shr", "bitand"} and ops & {"floordiv", "mod", "sub"}, ops
+    _check_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), exact=True)
+    # the IR's own (Python) semantics agree with the bit ops at values of either sign
+    q, k = expr.var("q"), expr.var("k")
+    for qv, kv in [(0, 0), (3, 40), (40, 3), (-17, 6), (5, -33), (-1, 0)]:
+        at = simplify(expr.substitute(node, {q: expr.const(qv), k: expr.const(kv)}))
+        assert at == expr.const(float(fn(torch.tensor(qv), torch.tensor(kv)).item())), (qv, kv)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda q, k: (q - k) & 6, lambda q, k: (q - k) >> 31, lambda q, k: (q - k) >> (k % 3),
+    lambda q, k: (q - k) << 2, lambda q, k: (q - k) & 0,
+], ids=["not-low-bits", "shift-past-30", "traced-shift", "left-shift", "and-zero"])
+def test_other_bit_operations_stay_bit_operations(fn):
+    node = trace_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), {}).node
+    assert {n.op for n in node.walk()} & {"shr", "bitand", "shl"} or node.op == "const"
+    _check_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), exact=True)
