@@ -202,11 +202,13 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
 # and int8 pair masks, a prefix past the 32-bit interval range, a tree mask read from a
 # mask table (tree_mask), a row factor of every sign (row_factor_signs), a window chosen
 # per head (window_per_head), masks written as -inf in score_mod (causal_in_score_mod,
-# sigmoid_window_in_score_mod), patterns chosen per head (strided_heads: mask cases).
+# sigmoid_window_in_score_mod), patterns chosen per head (strided_heads: mask cases),
+# key sets of periods that are not powers of two (odd_periods).
 # Their hooks are checked per element on the host (test_hooks_compiled.py); here,
 # through each kernel.
 BEYOND_EXAMPLES = ["c_style_ops", "causal_in_score_mod", "finfo_min_mask", "half_precision_reads",
-                   "kitchen_sink", "log_buckets", "pair_masks", "prefix_past_int_range",
+                   "kitchen_sink", "log_buckets", "odd_periods", "pair_masks",
+                   "prefix_past_int_range",
                    "prompt_then_frames", "random_blocks", "residue_keys", "residue_ranges",
                    "row_factor_signs", "sigmoid_window_in_score_mod", "sparse_fixed",
                    "strided_heads", "tree_mask", "window_per_head"]
