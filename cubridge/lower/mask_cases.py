@@ -14,7 +14,7 @@ loop, so past MAX_CASE_ATOMS a mask keeps its per-score choice.
 
 A case's mask (the whole mask where there are no cases) may allow each row a union
 of key sets (row_interval.py with periods: intervals, or one residue of them modulo a
-power of two, as the strided heads' `(q - k) % 128 == 0`). The header then gives them
+constant, as the strided heads' `(q - k) % 128 == 0`). The header then gives them
 (case_key_sets, case_key_set<C>) and a kernel may set a row's bits in a few operations
 a set instead of a mask_mod_case per pair.
 """
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import torch
 
 from cubridge.lower.cuda_render import render_body, render_value
-from cubridge.lower.row_interval import interval_returns, row_intervals
+from cubridge.lower.row_interval import RowInterval, interval_returns, row_intervals
 from cubridge.lower.staged_reads import staged_reads, staged_spellings
 from cubridge.transfer.expr import DType, Node, apply, const, free_vars, substitute
 from cubridge.transfer.simplify import simplify
@@ -121,6 +121,12 @@ def render_mask_cases(mask: Node | None, slots: Mapping[str, int],
     ]
 
 
+def _odd(iv: RowInterval) -> bool:
+    """A key set's period is not a power of two (a kernel takes it only with
+    CUBRIDGE_HOOKS_ODD_PERIODS)."""
+    return iv.period & (iv.period - 1) != 0
+
+
 def render_case_key_sets(mask: Node | None, masks: tuple[Node, ...],
                          slots: Mapping[str, int],
                          aux_dtypes: Mapping[str, torch.dtype]) -> list[str]:
@@ -134,18 +140,28 @@ def render_case_key_sets(mask: Node | None, masks: tuple[Node, ...],
         sets = [row_intervals(m, periods=True) or () for m in masks or (mask,)]
 
     def fields(lo: str, hi: str, iv) -> str:
+        if iv is not None and _odd(iv) and lo == "0" and hi == "-1":
+            return f"0, -1, {iv.period}, 0, 1"  # (no keys; the period stays a constant)
         if iv is None or iv.period == 1 or lo == "0" and hi == "-1":
             return f"{lo}, {hi}, 1, 0, 1"
         return (f"{lo}, {hi}, {iv.period}, {render_value(iv.phase, slots, aux_dtypes)}, "
                 f"{iv.width}")
 
+    odd = any(_odd(iv) for intervals in sets for iv in intervals)
+    # (headers without such a period read as they did before there were any)
+    about = (["// for 0 <= t < width (a power of two; 1: every key). A kernel may set a row's bits",
+              "// from them, a few operations a set, instead of a mask_mod_case per pair",
+              "// (docs/hooks.md)."] if not odd else
+             ["// for 0 <= t < width (1: every key; width 1 where the period is not a power of",
+              "// two). A kernel may set a row's bits from them, a few operations a set, instead",
+              "// of a mask_mod_case per pair (docs/hooks.md)."])
     out = [
         "// Each case's rows' allowed keys, where its mask has that form: the union of",
         "// case_key_sets(C) key sets, the keys of [lo, hi] equal to phase + t modulo period",
-        "// for 0 <= t < width (a power of two; 1: every key). A kernel may set a row's bits",
-        "// from them, a few operations a set, instead of a mask_mod_case per pair",
-        "// (docs/hooks.md).",
+        *about,
         "#define CUBRIDGE_HOOKS_CASE_KEY_SETS 1  // (case_key_sets, kKeySetCases, case_key_set)",
+        *(["#define CUBRIDGE_HOOKS_ODD_PERIODS 1    // (some period is not a power of two)"]
+          if odd else []),
         "CUBRIDGE_HD constexpr int case_key_sets(int c) {",
         "  (void)c;",
         "  return " + "".join(f"c == {c} ? {len(x)} : " for c, x in enumerate(sets) if x) + "0;",

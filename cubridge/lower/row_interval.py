@@ -17,9 +17,10 @@ MAX_INTERVALS intervals have no such form; mask_mod stays for them.
 
 Floor quotients of the key bound it like the key itself (`q // 64 == k // 64`: k in
 [64 (q // 64), 64 (q // 64) + 63]). With `periods=True` an interval may also keep only
-the keys of one residue, or one range of residues, modulo a power of two (`(q - k) % 128
-== 0`, `(k - q + 3) % 4 == 1`, `k % 128 >= 112`, `k % 4 != 3`): a key set, whose bits a
-kernel sets as a constant comb shifted into place (key sets, docs/hooks.md)."""
+the keys of one residue modulo a constant period below 2^15 (`(q - k) % 128 == 0`,
+`(k - q + 3) % 4 == 1`, `(q - k) % 3 == 0`), or of one range of residues modulo a power of
+two (`k % 128 >= 112`, `k % 4 != 3`): a key set, whose bits a kernel sets as a constant
+comb shifted into place (key sets, docs/hooks.md)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ class RowInterval:
     lower: tuple[Node, ...]  # key >= each (key-free int expressions)
     upper: tuple[Node, ...]  # key <= each
     guards: tuple[Node, ...]  # key-free conditions a row needs to allow any key
-    period: int = 1  # a power of two: only keys == phase + t (mod period), 0 <= t < width
+    period: int = 1  # only keys == phase + t (mod period), 0 <= t < width
     phase: Node | None = None  # key-free (None where period is 1)
-    width: int = 1  # residues kept a period, from phase on
+    width: int = 1  # residues kept a period, from phase on (1 unless period is a power of 2)
 
 
 def _linear(n: Node) -> tuple[int, Node | None] | None:
@@ -225,7 +226,8 @@ _MINUS = {"lt": ("lower", 1), "le": ("lower", 0), "gt": ("upper", -1), "ge": ("u
 def row_intervals(mask: Node | None, periods: bool = False
                   ) -> tuple[RowInterval, ...] | None:
     """The per-row key intervals of an index-only mask (each row allows their
-    union), or None. periods: intervals may keep one residue modulo a power of two."""
+    union), or None. periods: intervals may keep one residue modulo a constant (or a
+    range of residues modulo a power of two)."""
     if mask is None or mask.dtype != DType.BOOL or reads_per_key(mask):
         return None
     terms = _disjuncts(mask)
@@ -350,11 +352,16 @@ def _int_const(n: Node) -> int | None:
     return None
 
 
+# Periods of a key set that are not powers of two stay below this: a kernel multiplies
+# two residues (key_bits.cuh's odd_period_bits), in 32 bits.
+MAX_ODD_PERIOD = 1 << 15
+
+
 def _residue(atom: Node) -> tuple[int, Node | None, int, Node | None] | None:
-    """(period, phase, width, guard) of `(c * key + r) % P OP s` (c = +-1, P a power of
-    two, r key-free; OP ==, s key-free, or an order or != against a constant s): keys ==
-    phase + t (mod P) for 0 <= t < width, where the guard (0 <= s < P for a key-free s)
-    holds. Period 1: the atom holds for every key."""
+    """(period, phase, width, guard) of `(c * key + r) % P OP s` (c = +-1, P a constant,
+    r key-free; OP ==, s key-free, or, P a power of two, an order or != against a
+    constant s): keys == phase + t (mod P) for 0 <= t < width, where the guard
+    (0 <= s < P for a key-free s) holds. Period 1: the atom holds for every key."""
     if atom.op not in _FLIPPED and atom.op != "ne":
         return None
     op, (x, s) = atom.op, atom.args
@@ -364,8 +371,9 @@ def _residue(atom: Node) -> tuple[int, Node | None, int, Node | None] | None:
         return None
     dividend, divisor = x.args
     p = _int_const(divisor)
-    if p is None or not (2 <= p < 2**30 and p & (p - 1) == 0):
-        return None
+    power_of_two = p is not None and 2 <= p < 2**30 and p & (p - 1) == 0
+    if p is None or not (power_of_two or op == "eq" and 2 <= p < MAX_ODD_PERIOD):
+        return None  # (ranges of residues of other periods: no kernel sets their bits)
     lin = _linear(dividend)
     if lin is None or lin[0] not in (1, -1):
         return None

@@ -90,6 +90,56 @@ def _low_bits_as_residue(n: Node) -> Node | None:
         low = _int_const(m)
         if low is not None and 0 < low < 2**_MAX_SHIFT and low & (low + 1) == 0:
             return expr.apply("mod", x, expr.const(low + 1))
+
+
+def _fmod_parts(w: Node) -> tuple[Node, Node, int] | None:
+    """(x, x % p, p) where w is the traced integer fmod(x, p) by a positive constant p:
+    where(x % p != 0 & x < 0, x % p - p, x % p) (once `(x < 0) != (p < 0)` is x < 0)."""
+    if not (w.op == "where" and w.dtype == DType.INT):
+        return None
+    cond, fixed, rem = w.args
+    if not (rem.op == "mod" and _is_const(rem.args[1]) and type(rem.args[1].arg) is int
+            and rem.args[1].arg > 0 and fixed.op == "sub" and fixed.args == (rem, rem.args[1])):
+        return None
+    x, p = rem.args[0], rem.args[1].arg
+    negative = Node("lt", DType.BOOL, (x, expr.const(0)))
+    if cond != Node("and", DType.BOOL, (Node("ne", DType.BOOL, (rem, expr.const(0))), negative)):
+        return None
+    return x, rem, p
+
+
+def _fmod_residue_test(n: Node) -> Node | None:
+    """fmod(x, p) == s (or !=) for constants p > 0 and s != 0 as a residue of the floor
+    modulo and x's sign: the C remainder is x % p where x >= 0 and x % p - p (or 0)
+    where x < 0, so it is s > 0 exactly where x % p == s and x >= 0, s < 0 where x % p
+    == p + s and x < 0, and never where |s| >= p. A key set then (`torch.fmod(k - q, 3)
+    == 1`: row_interval.py), where the where() had none."""
+    a, b = n.args
+    if _is_const(a) and not _is_const(b):
+        a, b = b, a
+    parts = _fmod_parts(a)
+    if parts is None or not (_is_const(b) and type(b.arg) is int and b.arg != 0):
+        return None
+    x, rem, p = parts
+    s = b.arg
+    if abs(s) >= p:
+        return expr.const(n.op == "ne")
+    residue = expr.apply("eq", rem, expr.const(s if s > 0 else p + s))
+    sign = expr.apply("ge" if s > 0 else "lt", x, expr.const(0))
+    if n.op == "eq":
+        return expr.apply("and", residue, sign)
+    return expr.apply("or", expr.negate(residue), expr.negate(sign))
+
+
+def _same_bool(n: Node) -> Node | None:
+    """b == True and b != False are b (fmod's sign fix-up traces `(x < 0) != (p < 0)`,
+    `(x < 0) != False` for a positive constant p)."""
+    a, b = n.args
+    keep = n.op == "eq"
+    if _is_const(a, keep) and b.dtype == DType.BOOL:
+        return b
+    if _is_const(b, keep) and a.dtype == DType.BOOL:
+        return a
     return None
 
 
@@ -125,12 +175,18 @@ RULES: list[Rule] = [
         else None),
     ("max", lambda n: n.args[1] if n.dtype == DType.INT and _clamp_collapses(n, "min")
         else None),
-    # torch.fmod(x, y) == 0 / != 0 (traced as a floor modulo with a sign fix-up)
+    # b == True, b != False
+    ("eq", _same_bool),
+    ("ne", _same_bool),
+    # torch.fmod(x, y) == 0 / != 0 (traced as a floor modulo with a sign fix-up), and
+    # fmod(x, p) == s / != s for constants p > 0, s != 0
     ("eq", _fmod_zero_test),
     ("ne", _fmod_zero_test),
     # integer shifts by a constant and masks of low bits as floor quotients and residues
     ("shr", _shift_as_quotient),
     ("bitand", _low_bits_as_residue),
+    ("eq", _fmod_residue_test),
+    ("ne", _fmod_residue_test),
     # select with a known condition or equal branches
     ("where", lambda n: (n.args[1] if n.args[0].arg else n.args[2]) if _is_const(n.args[0])
         else None),

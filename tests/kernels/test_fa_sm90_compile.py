@@ -396,11 +396,13 @@ def test_patterns_chosen_per_head_build_one_mask_loop_a_case_without_spills():
 @pytest.mark.slow  # nvcc builds
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name", ["strided_heads", "residue_keys", "sparse_fixed",
-                                  "residue_ranges", "unequal_shifted_blocks"])
+                                  "residue_ranges", "unequal_shifted_blocks",
+                                  "odd_periods"])
 def test_key_set_masks_set_their_bits_from_the_sets_without_spills(name):
     """Masks whose cases allow each row a union of key sets (a window; one residue of
-    keys modulo 4, 16, 64 or 256: lower/row_interval.py with periods) build clean with
-    their bits set from the sets, and the per-pair mask loops those replace are gone:
+    keys modulo 4, 16, 64 or 256, or 3, 7 and 24: lower/row_interval.py with periods)
+    build clean with their bits set from the sets, and the per-pair mask loops those
+    replace are gone:
     the cubin is far smaller than the same build with CUBRIDGE_KEY_SET_BITS=0 (which
     for residue_keys spills 24 B)."""
     import sys
@@ -413,7 +415,8 @@ def test_key_set_masks_set_their_bits_from_the_sets_without_spills(name):
 
     header = generate_header(plan_hooks(VARIANTS[name])).text
     cases = {"strided_heads": 4, "residue_keys": 2, "sparse_fixed": 1, "residue_ranges": 2,
-             "unequal_shifted_blocks": 2}[name]
+             "unequal_shifted_blocks": 2,
+             "odd_periods": 2}[name]
     assert f"constexpr int kKeySetCases = {cases};" in header
     base = fa_sm90.compile_defines(128, torch.bfloat16)
     sizes = {}

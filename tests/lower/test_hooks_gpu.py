@@ -208,7 +208,8 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
 # sigmoid_window_in_score_mod), patterns chosen per head (strided_heads: mask cases), a
 # sin of the score on the SFU beside a cos of the distance in a table (trig_terms),
 # rows that see every key as a choice in each row interval (longformer_globals),
-# != and bit operations as intervals and key sets (unequal_shifted_blocks),
+# != and bit operations as intervals and key sets (unequal_shifted_blocks), key sets
+# of periods that are not powers of two (odd_periods),
 # floor masks (finfo_min_mask, finfo_min_causal; finfo_window_empty_rows, whose rows past
 # Sk + 15 keep no key: the pass after the kernel) and finfo.min left in score_mod beside a
 # mask_mod (finfo_min_beside_mask_mod: the kernels' SCORE_FLOOR).
@@ -217,7 +218,8 @@ def test_pair_reads_compute_the_spec_for_every_layout(name, layout):
 BEYOND_EXAMPLES = ["c_style_ops", "causal_in_score_mod", "finfo_min_beside_mask_mod",
                    "finfo_min_causal", "finfo_min_mask", "finfo_window_empty_rows",
                    "half_precision_reads", "kitchen_sink", "log_buckets", "longformer_globals",
-                   "pair_masks", "prefix_past_int_range", "prompt_then_frames", "random_blocks",
+                   "odd_periods", "pair_masks", "prefix_past_int_range", "prompt_then_frames",
+                   "random_blocks",
                    "residue_keys", "residue_ranges", "row_factor_signs",
                    "sigmoid_window_in_score_mod", "sparse_fixed", "strided_heads", "tree_mask",
                    "trig_terms", "unequal_shifted_blocks", "window_per_head"]

@@ -112,6 +112,21 @@ def test_each_case_with_key_sets_says_so_and_whole_row_intervals_give_none():
     assert "constexpr int kKeySetCases = 0;" in read
 
 
+def test_a_header_says_when_a_period_is_not_a_power_of_two():
+    """CUBRIDGE_HOOKS_ODD_PERIODS only where some key set's period is not a power of two
+    (without it a kernel leaves the test of the period out: the builds of every other
+    header stay as they were); a row a guard leaves empty keeps that period, a constant."""
+    odd = "\n".join(render_mask_cases(_node(lambda b, h, q, k: (q >= k) & (
+        (q - k) % 7 == q % 7)), {}, {}))
+    assert "#define CUBRIDGE_HOOKS_ODD_PERIODS 1" in odd
+    assert "KeySet{0, -1, 7, 0, 1}" in odd and "KeySet{0, -1, 1, 0, 1}" not in odd.split(
+        "case_key_set(")[1].split("} else {")[0]
+    for powers in (lambda b, h, q, k: (q >= k) & ((q - k) % 8 == q % 8),
+                   WITH_CASES["strided_or_local"][0]):
+        text = "\n".join(render_mask_cases(_node(powers), {}, {}))
+        assert "kKeySetCases = 0" not in text and "ODD_PERIODS" not in text
+
+
 def test_the_header_names_the_form_a_kernel_sets_the_mask_bits_by():
     from hook_variants import VARIANTS  # (tests/lower/conftest.py puts it on the path)
 
@@ -126,6 +141,7 @@ def test_the_header_names_the_form_a_kernel_sets_the_mask_bits_by():
     assert {n: h.mask_form(sm90) for n, h in forms.items()} == {
         "full": "no mask_mod", "causal": "row intervals (1 a row)",
         "strided_heads": "key sets (in 4 of 4 mask cases)", "document_causal": "key runs",
-        "kitchen_sink": "mask_mod per pair (2 mask cases)", "tree_mask": "mask table"}
+        "kitchen_sink": "key sets (in 1 of 2 mask cases), mask_mod per pair in the others",
+        "tree_mask": "mask table"}
     assert forms["strided_heads"].mask_form(sm80) == "mask_mod per pair"
     assert forms["causal"].mask_form(sm80) == "mask_mod per pair"

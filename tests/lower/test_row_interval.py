@@ -230,7 +230,8 @@ def test_the_header_says_how_many_intervals_it_has():
     assert "constexpr int kRowIntervals = 0;" in render_row_interval(None, {}, {})
 
 
-# Key sets (periods=True): an interval may keep one residue modulo a power of two
+# Key sets (periods=True): an interval may keep one residue modulo a constant, or a range
+# of residues modulo a power of two
 WITH_KEY_SETS = {
     "dilated": lambda b, h, q, k: (q >= k) & ((q - k) % 2 == 0),
     "strided": lambda b, h, q, k: (q - k >= 0) & ((q - k) % 128 == 0),
@@ -267,9 +268,25 @@ WITH_KEY_SETS = {
     "range_of_low_bits": lambda b, h, q, k: (q >= k) & ((k & 63) >= 56),
     "sparse_fixed_in_bit_forms": lambda b, h, q, k: (q >= k) & (
         ((q >> 6) == (k >> 6)) | ((k & 63) >= 56)),
+    # periods that are not powers of two (one residue; fmod(x, P) == s: a residue and x's sign)
+    "every_third_behind": lambda b, h, q, k: (q >= k) & ((q - k) % 3 == 0),
+    "period_six": lambda b, h, q, k: (q >= k) & ((q - k) % 6 == 0),
+    "seventh_keys_ahead": lambda b, h, q, k: ((k - q + 2) % 7 == 5) & (k <= q + 60),
+    "period_24_of_a_sum": lambda b, h, q, k: ((q + k) % 24 == 7) & (k < 200),
+    "odd_residue_per_row": lambda b, h, q, k: (q >= k) & ((q - k) % 7 == q % 7),
+    "dilated_every_third": lambda b, h, q, k: (q - k >= 0) & ((q - k < 64) |
+                                                              (q - k < 200) & ((q - k) % 3 == 0)),
+    "fmod_band": lambda b, h, q, k: ((q - k).abs() < 100) & (
+        (torch.fmod(k - q, 3) == 0) | (torch.fmod(k - q, 3) == 1)),
+    "fmod_negative_residue": lambda b, h, q, k: (torch.fmod(k - q, 24) == -5) & (k >= q - 150),
+    "fmod_residue_per_head": lambda b, h, q, k: torch.where(
+        h % 2 == 1, torch.fmod(q - k, 7) == 2, torch.fmod(q - k, 7) == -5) & (k <= q + 30),
 }
 WITHOUT_KEY_SETS = {
-    "not_a_power_of_two": lambda b, h, q, k: (q >= k) & ((q - k) % 6 == 0),
+    "range_of_an_odd_period": lambda b, h, q, k: ((q - k) % 3 < 2) & (k <= q),
+    "period_past_two_to_the_15": lambda b, h, q, k: (q >= k) & ((q - k) % 32769 == 0),
+    "fmod_of_two_periods": lambda b, h, q, k: (torch.fmod(q - k, 3) == 1) & (
+        torch.fmod(q - k, 5) == 1),
     "two_residues": lambda b, h, q, k: ((q - k) % 2 == 0) & ((q - k) % 8 == 4),
     "scaled_key": lambda b, h, q, k: (2 * k) % 4 == 0,
     "unequal_to_a_row_value": lambda b, h, q, k: (q - k) % 4 != q % 4,
@@ -363,3 +380,12 @@ def test_shifts_and_masks_of_low_bits_have_the_intervals_of_their_floor_forms():
         assert row_intervals(_node(bits), periods=True) is not None
         assert row_intervals(_node(bits), periods=True) == row_intervals(_node(floors),
                                                                          periods=True)
+
+
+def test_a_residue_of_any_period_is_a_key_set_of_width_one():
+    (iv,) = row_intervals(_node(WITH_KEY_SETS["every_third_behind"]), periods=True)
+    assert (iv.period, iv.width) == (3, 1)
+    band = row_intervals(_node(WITH_KEY_SETS["fmod_band"]), periods=True)
+    assert sorted((iv.period, iv.width) for iv in band) == [(3, 1), (3, 1)]
+    (behind,) = row_intervals(_node(WITH_KEY_SETS["fmod_negative_residue"]), periods=True)
+    assert behind.period == 24 and behind.upper  # (fmod < 0 where k - q < 0: k <= q - 1)

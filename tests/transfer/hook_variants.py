@@ -162,6 +162,18 @@ def unequal_shifted_blocks(b, h, q, k):
                        (q >= k) & (((k - q) & 3) != 1))
 
 
+def odd_periods(b, h, q, k):
+    # key sets of periods that are not powers of two (odd_period_bits, key_bits.cuh): on
+    # even heads every third key of a causal window and keys ahead at one residue modulo
+    # 7; on odd heads a band whose signed offset has C remainder 0 or -5 by 24 (torch.fmod
+    # keeps the sign of k - q: keys behind at (k - q) % 24 == 19)
+    d = q - k
+    r = torch.fmod(k - q, 24)
+    return torch.where(h % 2 == 0,
+                       (d >= 0) & (d < 200) & (d % 3 == 0) | ((k - q + 2) % 7 == 5) & (k <= q + 60),
+                       (d.abs() < 100) & ((r == 0) | (r == -5)))
+
+
 def prompt_then_frames(b, h, q, k, *, prefix_len):
     # a causal prompt, then frames of 64 tokens (whole within a frame, causal across
     # them) that see the whole prompt: three conjunctions, two of which no row has both
@@ -408,6 +420,7 @@ VARIANTS: dict[str, Spec] = {
         make_spec("residue_keys", residue_keys),
         make_spec("sparse_fixed", sparse_fixed),
         make_spec("residue_ranges", residue_ranges),
+        make_spec("odd_periods", odd_periods),
         make_spec("prompt_then_frames", prompt_then_frames),
         make_spec("longformer_globals", longformer_globals),
         make_spec("unequal_shifted_blocks", unequal_shifted_blocks),

@@ -443,7 +443,7 @@ def test_trunc_division_and_fmod_of_indices_by_a_positive_constant_are_the_floor
     assert {n.op for n in node.walk()} == {"eq", "floordiv", "var", "const"}
     node = trace_mask_mod(lambda b, h, q, k: torch.fmod(q + 2 * k, 8) != 3, {}).node
     assert "where" not in {n.op for n in node.walk()}
-    node = trace_mask_mod(lambda b, h, q, k: torch.fmod(q - k, 8) != 3, {}).node
+    node = trace_mask_mod(lambda b, h, q, k: torch.fmod(q - k, 8) < 3, {}).node
     assert "where" in {n.op for n in node.walk()}  # (q - k may be negative)
 
 
@@ -554,3 +554,38 @@ def test_other_bit_operations_stay_bit_operations(fn):
     node = trace_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), {}).node
     assert {n.op for n in node.walk()} & {"shr", "bitand", "shl"} or node.op == "const"
     _check_score_mod(lambda s, b, h, q, k: fn(q, k).to(torch.float32), exact=True)
+
+
+_FMOD_CASES = [(p, s, op) for p in (3, 7, 24) for s in (-p, 1 - p, -2, -1, 1, 2, p - 1, p)
+               for op in ("eq", "ne")]
+
+
+@pytest.mark.parametrize(("period", "s", "op"), _FMOD_CASES,
+                         ids=[f"fmod{p}-{op}-{s}" for p, s, op in _FMOD_CASES])
+def test_fmod_compared_with_a_constant_is_a_residue_and_a_sign(period, s, op):
+    """torch.fmod(x, P) == s (C's remainder: the sign of x) for s != 0 is x % P == s and
+    x >= 0 (s > 0), x % P == P + s and x < 0 (s < 0), never for |s| >= P: simplified, no
+    where() is left (row_interval.py reads the residue as a key set), and it computes
+    what torch does on offsets of either sign."""
+    def mask_mod(b, h, q, k):
+        r = torch.fmod(k - q - 5, period)  # (k - q - 5 spans -41..39)
+        return r == s if op == "eq" else r != s
+
+    node = simplify(trace_mask_mod(mask_mod, {}).node)
+    assert "where" not in {n.op for n in node.walk()}
+    if abs(s) >= period:
+        assert node == expr.const(op == "ne")
+    b, h, q, k = _grid()
+    got = torch.as_tensor(_eval_traced(node, {}, None)).expand(B, H, SQ, SK)
+    want = mask_mod(b, h, q, k).expand(B, H, SQ, SK)
+    assert torch.equal(got, want)
+    assert want.any() and not want.all() or abs(s) >= period
+
+
+def test_a_bool_compared_with_true_or_false_is_itself():
+    q, k = expr.var("q"), expr.var("k")
+    lt = expr.apply("lt", q, k)
+    for op, value in (("eq", True), ("ne", False)):
+        assert simplify(expr.apply(op, lt, expr.const(value))) == lt
+        assert simplify(expr.apply(op, expr.const(value), lt)) == lt
+    assert simplify(expr.apply("eq", lt, expr.const(False))) != lt

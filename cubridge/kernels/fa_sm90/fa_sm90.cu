@@ -39,6 +39,7 @@
 #include "fast_divide.cuh"
 #include "fwd_params.cuh"
 #include "hook_types.cuh"
+#include "key_bits.cuh"
 #include "sm80_primitives.cuh"
 #include "sm90_primitives.cuh"
 #include "sm90_wgmma.cuh"
@@ -1110,79 +1111,6 @@ __device__ __forceinline__ KeyInterval row_interval(int, int, int, int, const Au
 }
 #endif
 
-// The bits of a row's pairs whose key lies in [lo, hi]. This thread's columns
-// k_first + 8j + e (bit 2j + e) increase with the bit index, so those bits are one
-// range: from the first column at or after lo to the last at or before hi.
-__device__ __forceinline__ uint32_t interval_bits(int lo, int hi, int k_first) {
-  const int a = lo - k_first, b = hi - k_first;  // in column offsets 8j + e
-  const int first = a <= 0 ? 0 : 2 * (a >> 3) + min(a & 7, 2);
-  const int last = min(2 * (b >> 3) + min(b & 7, 1), kBlockN / 4 - 1);
-  return first > last ? 0u : (0xffffffffu >> (31 - last)) & (0xffffffffu << first);
-}
-
-// The bits of a row's pairs whose key is phase modulo period (a power of two, a
-// constant once inlined). Column k_first + 8j + e (bit 2j + e) is such a key where
-// 8j == phase - k_first - e (mod period): none unless that is 0 modulo 8 (or the
-// period is at most 8: every j), else every j equal to it / 8 modulo period / 8, a
-// constant comb of bits shifted into place.
-// A range of residues (width > 1: keys phase + t, 0 <= t < width): period_range_bits.
-__device__ __forceinline__ uint32_t period_range_bits(int period, int phase, int width,
-                                                      int k_first);
-__device__ __forceinline__ uint32_t period_bits(int period, int phase, int width,
-                                                int k_first) {
-  if (period <= 1) return 0xffffffffu;
-  if (width > 1) return period_range_bits(period, phase, width, k_first);
-  const int j_period = period > 8 ? period / 8 : 1;
-  uint32_t comb = 0u;  // bit 2j for every j == 0 (mod j_period)
-#pragma unroll
-  for (int j = 0; j < kBlockN / 8; ++j) comb |= j % j_period == 0 ? 1u << (2 * j) : 0u;
-  uint32_t w = 0u;
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int u = (phase - k_first - e) & (period - 1);  // (two's complement: floor mod)
-    const int shift = 2 * (u >> 3);
-    w |= ((u & 7) == 0 && shift < 32 ? comb << shift : 0u) << e;
-  }
-  return w;
-}
-
-// The bits of a row's pairs whose key is phase + t modulo period, 0 <= t < width (all
-// constants but phase once inlined). A period of a block or more holds at most two runs
-// of such keys in the block: two intervals. A shorter one (16 to 64) repeats in the
-// thread's 16 columns of a parity e every period / 8: column 8j + e's key is one where
-// 8j lies in [a, a + width) modulo period (a = phase - k_first - e), n consecutive j from
-// j0 = ceil(a / 8), a run of n bits copied every period / 8 j (times the comb) and
-// rotated into place (a periodic word's shift is a rotation). At most 8: every j or none.
-__device__ __forceinline__ uint32_t period_range_bits(int period, int phase, int width,
-                                                      int k_first) {
-  if (period >= kBlockN) {
-    const int s = k_first + ((phase - k_first) & (period - 1));  // the first run's start
-    return interval_bits(s, s + width - 1, k_first) |
-           interval_bits(s - period, s - period + width - 1, k_first);
-  }
-  uint32_t w = 0u;
-  if (period <= 8) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-      w |= (((k_first + e - phase) & (period - 1)) < width ? 0x55555555u : 0u) << e;
-    return w;
-  }
-  const int j_period = period / 8;
-  uint32_t comb = 0u;  // bit 2j for every j == 0 (mod j_period), all 16 j: periodic
-#pragma unroll
-  for (int j = 0; j < 16; ++j) comb |= j % j_period == 0 ? 1u << (2 * j) : 0u;
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int a = (phase - k_first - e) & (period - 1);
-    const int n = ((a + width - 1) >> 3) - ((a + 7) >> 3) + 1;  // multiples of 8 in range
-    const int j0 = ((a + 7) >> 3) & (j_period - 1);
-    const uint32_t run = n >= j_period ? 0x55555555u : ((1u << (2 * n)) - 1u) & 0x55555555u;
-    const uint32_t spread = n >= j_period ? run : run * comb;
-    w |= __funnelshift_l(spread, spread, 2 * j0) << e;
-  }
-  return w;
-}
-
 // Headers whose mask is index intervals and a part that reads the key only through
 // staged values say so (kRunIntervals, run_interval, key_value_mask: document and
 // segment masks). Where a block's staged key values change at most once, its bits
@@ -1275,10 +1203,11 @@ __device__ __forceinline__ bool mask_mod_in_case(int b, int h, int q, int k, Sta
 }
 #endif
 // Key sets (docs/hooks.md): where a case's mask allows each row a union of key sets
-// (an interval, or the keys of one residue of it modulo a power of two: the strided
-// heads' (q - k) % 128 == 0), its rows' bits are set from them, a few operations a set
-// (interval_bits & period_bits) instead of a mask_mod_case per pair. Only where the
-// kernel's cases are the header's (case 0 is then the whole mask where it has none).
+// (an interval, or the keys of one residue of it modulo a constant: the strided heads'
+// (q - k) % 128 == 0), its rows' bits are set from them, a few operations a set
+// (interval_bits & residue_bits, key_bits.cuh) instead of a mask_mod_case per pair. Only
+// where the kernel's cases are the header's (case 0 is then the whole mask where it has
+// none).
 // (CUBRIDGE_KEY_SET_BITS=0 turns it off: A/B and the spill fallback.)
 #ifndef CUBRIDGE_KEY_SET_BITS
 #define CUBRIDGE_KEY_SET_BITS 1
@@ -1300,6 +1229,17 @@ __device__ __forceinline__ KeySet case_key_set(int, int, int, int, const AuxArgs
   return {0, -1, 1, 0, 1};
 }
 #endif
+// The bits of a key set's residue (key_bits.cuh). Periods that are not powers of two
+// only where the header has them: without CUBRIDGE_HOOKS_ODD_PERIODS the test of the
+// period is left out and the build is the same as before there were any.
+__device__ __forceinline__ uint32_t residue_bits(const KeySet& r, int k_first) {
+#if defined(CUBRIDGE_HOOKS_ODD_PERIODS)
+  if ((r.period & (r.period - 1)) != 0) {
+    return odd_period_bits<kBlockN>(r.period, r.phase, k_first);
+  }
+#endif
+  return period_bits<kBlockN>(r.period, r.phase, r.width, k_first);
+}
 
 // Key groups (docs/hooks.md): a mask that reads the key only as k // G (BigBird's
 // blocks, a random-block table) is the same for every key of an aligned group of G: its
@@ -1401,7 +1341,7 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
       for (int i = 0; i < kRowIntervals; ++i) {
         const KeyInterval r = row_interval(i, b, h, qc[half], p.aux);
         const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
-        w |= interval_bits(r.lo, hi, k_base + pos.col0);
+        w |= interval_bits<kBlockN>(r.lo, hi, k_base + pos.col0);
       }
       const bool row_in = !kTail || q[half] < p.seqlen_q;
       word[half] = row_in ? w : 0u;
@@ -1420,8 +1360,8 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
       for (int i = 0; i < case_key_sets(kSetCase); ++i) {
         const KeySet r = case_key_set<kSetCase>(i, b, h, qc[half], p.aux);
         const int hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
-        w |= interval_bits(r.lo, hi, k_base + pos.col0) &
-             period_bits(r.period, r.phase, r.width, k_base + pos.col0);
+        w |= interval_bits<kBlockN>(r.lo, hi, k_base + pos.col0) &
+             residue_bits(r, k_base + pos.col0);
       }
       const bool row_in = !kTail || q[half] < p.seqlen_q;
       word[half] = row_in ? w : 0u;
@@ -1446,7 +1386,7 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
         for (int i = 0; i < kRunIntervals; ++i) {
           const KeyInterval r = run_interval(i, b, h, qc[half], p.aux);
           const int r_hi = kTail ? min(r.hi, p.seqlen_k - 1) : r.hi;
-          w |= interval_bits(max(r.lo, lo), min(r_hi, hi), k_base + pos.col0);
+          w |= interval_bits<kBlockN>(max(r.lo, lo), min(r_hi, hi), k_base + pos.col0);
         }
         const bool row_in = !kTail || q[half] < p.seqlen_q;
         word[half] = row_in ? w : 0u;
@@ -1478,7 +1418,7 @@ __device__ __forceinline__ void mask_bits(MaskBits& bits, const FwdParams& p, in
         }
         w |= allowed ? kGroupMask << (g * kGroupBits) : 0u;
       }
-      if constexpr (kTail) w &= interval_bits(0, p.seqlen_k - 1, k_base + pos.col0);
+      if constexpr (kTail) w &= interval_bits<kBlockN>(0, p.seqlen_k - 1, k_base + pos.col0);
       const bool row_in = !kTail || q[half] < p.seqlen_q;
       word[half] = row_in ? w : 0u;
     }
