@@ -32,6 +32,7 @@ class MaskStats:
     depends_on_batch: bool
     depends_on_head: bool
     band: tuple[int, int] | None  # (lo, hi) of q - k when the mask is exactly that band
+    empty_rows: int = 0  # query rows (of every batch element and head) that allow no key
 
     @property
     def total_pairs(self) -> int:
@@ -86,7 +87,7 @@ def count_allowed_pairs(mask_mod: Mod | None, shape: Shape, device: torch.device
     b, h, _, k = index_grid(arange(shape.b, device), arange(shape.hq, device),
                             arange(1, device), arange(shape.sk, device))
     rows = max(1, chunk_elements // (shape.b * shape.hq * shape.sk))
-    allowed = 0
+    allowed = empty = 0
     lo, hi = shape.sq, -shape.sk  # empty band
     by_batch = by_head = False
     for start in range(0, shape.sq, rows):
@@ -97,6 +98,7 @@ def count_allowed_pairs(mask_mod: Mod | None, shape: Shape, device: torch.device
         # A mask that ignores b or h counts once for each of them.
         repeat = (shape.b if mask.shape[0] == 1 else 1) * (shape.hq if mask.shape[1] == 1 else 1)
         allowed += int(mask.sum()) * repeat
+        empty += int((~mask.any(dim=-1)).sum()) * repeat
         anywhere = mask.any(dim=1).any(dim=0)  # [rows, K]: allowed in some (b, h)
         if anywhere.any():
             diff = (q - k)[0, 0].expand_as(anywhere)[anywhere]
@@ -104,4 +106,4 @@ def count_allowed_pairs(mask_mod: Mod | None, shape: Shape, device: torch.device
     band = None
     if allowed and allowed == shape.b * shape.hq * band_pairs(shape.sq, shape.sk, lo, hi):
         band = (lo, hi)
-    return MaskStats(shape, allowed, by_batch, by_head, band)
+    return MaskStats(shape, allowed, by_batch, by_head, band, empty)

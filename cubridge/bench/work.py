@@ -4,6 +4,9 @@ The allowed (q, k) pairs come from the first of these that applies:
 - the spec's mask_mod, evaluated on every pair (cubridge.bench.flops);
 - no mask_mod and a score_mod that sets scores to -inf on a condition of the
   positions (a mask written in score_mod): the pairs it leaves finite;
+- no mask_mod and a score_mod that masks with a floor value (Hugging Face's
+  finfo.min): the pairs it leaves above it (a row with none weighs every key
+  alike: its mean of V is not counted, and the mask's band is not reported);
 - no mask_mod and a reference that is plain attention with the spec's score_mod
   and normaliser (checked when the spec is loaded): every pair;
 - otherwise the reference itself, probed for the keys that receive weight
@@ -16,6 +19,7 @@ Every report carries the `counting` sentence.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +32,7 @@ from cubridge.bench.probe import ProbeError, probe_allowed_pairs
 from cubridge.spec.errors import SpecError
 from cubridge.spec.model import Spec
 from cubridge.spec.mods import BoundMods
-from cubridge.transfer.score_masks import score_mask_mod
+from cubridge.transfer.score_masks import floor_mask_mod, score_mask_mod
 
 
 @dataclass(frozen=True)
@@ -36,21 +40,30 @@ class Work:
     stats: MaskStats
     flops: float
     counting: str  # how pairs and FLOPs were obtained
-    # the mask the spec writes as -inf in score_mod, as a mask_mod (None: none); the
-    # bench gives it to FlexAttention as a BlockMask (transfer.score_masks)
+    # the mask the spec writes as -inf in score_mod, or as a floor (finfo.min) that
+    # leaves every row a key, as a mask_mod (None: none); the bench gives it to
+    # FlexAttention as a BlockMask (transfer.score_masks)
     score_mask_mod: Callable[..., torch.Tensor] | None = None
 
 
 def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
                 seed: int = 0) -> tuple[MaskStats, str]:
     """The allowed pairs of `spec` at `shape` and the sentence saying how they were counted."""
-    lifted = None if mods.mask_mod is not None else score_mask_mod(spec, mods.score_mod)
-    return _count_pairs(spec, mods, shape, device, seed, lifted)
+    return _count_pairs(spec, mods, shape, device, seed, *_masks_in_score(spec, mods))
+
+
+def _masks_in_score(spec: Spec, mods: BoundMods) -> tuple[
+        Callable[..., torch.Tensor] | None, Callable[..., torch.Tensor] | None]:
+    """(-inf mask, floor mask) of a score_mod as mask_mods, where no mask_mod is given."""
+    if mods.mask_mod is not None:
+        return None, None
+    lifted = score_mask_mod(spec, mods.score_mod)
+    return lifted, None if lifted is not None else floor_mask_mod(spec, mods.score_mod)
 
 
 def _count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
-                 seed: int, lifted: Callable[..., torch.Tensor] | None
-                 ) -> tuple[MaskStats, str]:
+                 seed: int, lifted: Callable[..., torch.Tensor] | None,
+                 floor: Callable[..., torch.Tensor] | None = None) -> tuple[MaskStats, str]:
     if mods.mask_mod is not None:
         return (count_allowed_pairs(mods.mask_mod, shape, device),
                 "pairs: the spec's mask_mod evaluated on every pair")
@@ -58,6 +71,15 @@ def _count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device
         return (count_allowed_pairs(lifted, shape, device),
                 "pairs: those score_mod does not set to -inf (no mask_mod; score_mod masks "
                 "with -inf on a condition of the positions)")
+    if floor is not None:
+        stats = count_allowed_pairs(floor, shape, device)
+        counting = ("pairs: those score_mod does not set to its floor value (no mask_mod; "
+                    "score_mod masks with finfo.min, which weighs nothing in a row that keeps "
+                    "a key)")
+        if stats.empty_rows:  # (those rows weigh every key alike: no band describes them)
+            stats = dataclasses.replace(stats, band=None)
+            counting += f"; {stats.empty_rows} rows keep no key (their output: the mean of V)"
+        return stats, counting
     if spec.mods_describe_reference:
         return (count_allowed_pairs(None, shape, device),
                 "pairs: every pair (no mask_mod; the reference is unmasked attention)")
@@ -88,8 +110,10 @@ def declared_flops(spec: Spec, shape: Shape, pairs: int) -> float:
 
 def count_work(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
                seed: int = 0) -> Work:
-    lifted = None if mods.mask_mod is not None else score_mask_mod(spec, mods.score_mod)
-    stats, counting = _count_pairs(spec, mods, shape, device, seed, lifted)
+    lifted, floor = _masks_in_score(spec, mods)
+    stats, counting = _count_pairs(spec, mods, shape, device, seed, lifted, floor)
+    if floor is not None and not stats.empty_rows:
+        lifted = floor  # (the same output as the score_mod as written, on every row)
     if spec.flops is None:
         return Work(stats, stats.flops, f"{counting}; FLOPs: 4 * pairs * D", lifted)
     return Work(stats, declared_flops(spec, shape, stats.allowed_pairs),

@@ -172,3 +172,37 @@ def score_mask_mod(spec: Spec, score_mod: Callable[..., torch.Tensor] | None
                 | ~torch.isneginf(score_mod(zero + 1, b, h, q_idx, kv_idx)))
 
     return not_minus_inf
+
+
+def floor_mask_mod(spec: Spec, score_mod: Callable[..., torch.Tensor] | None
+                   ) -> Callable[..., torch.Tensor] | None:
+    """The condition of a floor mask (Hugging Face's finfo.min, split_floor_mask) in
+    the spec's score_mod as a FlexAttention mask_mod: the pairs score_mod does not set
+    to C, read at scores 0 and 1 (s + C is C itself for either). None where the
+    spec's score_mod has no floor mask the hook plan would lift. The bench counts
+    these pairs (a pair at C weighs nothing in a row that keeps a key), and gives
+    the Flex peers its BlockMask where every row keeps a key, where it changes no
+    output (runner.py)."""
+    from cubridge.transfer.hooks import example_aux  # (hooks imports this module)
+    from cubridge.transfer.trace import TraceError, trace_score_mod
+
+    if score_mod is None or spec.score_mod is None or spec.normalizer != "softmax":
+        return None
+    try:
+        traced = trace_score_mod(spec.score_mod, example_aux(spec))
+    except TraceError:
+        return None
+    if split_score_mask(traced.node)[1] is not None:
+        return None  # (a -inf mask: score_mask_mod's)
+    parts = split_floor_mask(traced.node)
+    if parts is None:
+        return None
+    floor = parts[2]
+
+    def not_floor(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor,
+                  kv_idx: torch.Tensor) -> torch.Tensor:
+        zero = torch.zeros((), dtype=torch.float32, device=q_idx.device)
+        return ((score_mod(zero, b, h, q_idx, kv_idx) != floor)
+                | (score_mod(zero + 1, b, h, q_idx, kv_idx) != floor))
+
+    return not_floor

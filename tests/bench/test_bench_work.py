@@ -221,3 +221,33 @@ def test_a_band_seen_short_of_the_specs_constants_is_not_extrapolated(tmp_path):
     window = lambda b, h, q, k: (q >= k) & (q - k < 200)
     assert probe.stats.allowed_pairs == count_allowed_pairs(window, shape, "cpu").allowed_pairs
     assert probe.stats.structure == "window200" and "at the benchmark shape" in probe.counting
+
+
+RESULTS = __import__("pathlib").Path(__file__).resolve().parents[2] / "bench" / "results"
+
+
+def test_a_floor_mask_counts_the_pairs_above_the_floor_and_gives_flex_its_block_mask():
+    """Hugging Face's finfo.min mask (transfer.score_masks.split_floor_mask) counts the
+    pairs it leaves above the floor, like a -inf mask; where every row keeps a key the
+    Flex peers get its BlockMask (the same output on every row) and the band shows."""
+    spec = load(RESULTS / "prepared-trace-ops" / "specs" / "finfo_min_causal.py")
+    shape = Shape(1, 4, 4, 200, 200, 64)
+    aux = spec.make_aux(shape, torch.Generator().manual_seed(0), torch.device("cpu"))
+    work = count_work(spec, bind_mods(spec, aux), shape, "cpu")
+    causal = count_allowed_pairs(lambda b, h, q, k: q >= k, shape, "cpu")
+    assert work.stats.allowed_pairs == causal.allowed_pairs < shape.b * shape.hq * 200 * 200
+    assert work.stats.structure == "causal" and work.stats.empty_rows == 0
+    assert "floor value" in work.counting and work.score_mask_mod is not None
+
+
+def test_a_floor_mask_that_leaves_rows_no_key_keeps_its_score_mod_for_the_peers():
+    """Rows past Sk + 15 keep no key and weigh every key alike: no BlockMask (it would
+    give them 0) and no band, but the pairs counted are still those above the floor."""
+    spec = load(RESULTS / "prepared-next-device" / "specs" / "finfo_window_empty_rows.py")
+    shape = Shape(1, 2, 2, 300, 200, 64)
+    work = count_work(spec, bind_mods(spec, {}), shape, "cpu")
+    window = count_allowed_pairs(lambda b, h, q, k: (q - k >= 0) & (q - k < 16), shape, "cpu")
+    assert work.stats.allowed_pairs == window.allowed_pairs
+    assert work.stats.empty_rows == window.empty_rows == 2 * 85  # (rows 215 .. 299)
+    assert work.stats.band is None and work.score_mask_mod is None
+    assert "170 rows keep no key" in work.counting
