@@ -9,14 +9,8 @@ absolute, failed there: bench/results/fa_sm90-ab-2026-11-24-sigmoid/)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
-
-import cubridge.kernels as kernels
-import cubridge.lower.hook_header as hook_header
+from device_probe import build_probe, run_probe
 
 pytestmark = pytest.mark.gpu
 
@@ -56,19 +50,7 @@ int main() {
     ("fast_sigmoid_2p15_of_exponent", 32768, "-1.4426950408889634f * (x) - 15.0f")],
     ids=["sigmoid", "sigmoid_2p15", "of_exponent", "2p15_of_exponent"])
 def test_device_sigmoid_error_is_small_relative_to_the_result(tmp_path, dtype, func, scale, arg):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    src = tmp_path / "probe.cu"
-    src.write_text(PROBE)
-    exe = tmp_path / "probe"
-    helpers = Path(hook_header.__file__).with_name("hook_helpers.cuh")
-    types = Path(kernels.__file__).parent / "common" / "hook_types.cuh"
     flags = ["-DCUBRIDGE_DTYPE_FP16"] if dtype == "fp16" else []
     flags += [f"-DFUNC={func}", f"-DSCALE={scale}.0f", f"-DARG(x)=({arg})"]
-    subprocess.run([nvcc, "-O3", "-arch=native", *flags, f"-I{helpers.parent}",
-                    f"-I{types.parent}", str(src), "-o", str(exe)],
-                   check=True, capture_output=True, text=True)
-    worst_abs, worst_rel = (float(x) for x in subprocess.run(
-        [str(exe)], check=True, capture_output=True, text=True).stdout.split())
+    worst_abs, worst_rel = run_probe(build_probe(tmp_path, PROBE, flags))
     assert worst_abs <= 1e-6 and worst_rel <= 1e-5, (func, dtype, worst_abs, worst_rel)

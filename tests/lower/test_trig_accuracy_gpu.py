@@ -9,14 +9,9 @@ have (hook_trig.cuh says why the kernels take these forms)."""
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-
-import cubridge.kernels as kernels
-import cubridge.lower.hook_header as hook_header
+from device_probe import build_probe, run_probe
 
 pytestmark = pytest.mark.gpu
 
@@ -55,18 +50,7 @@ RANGES = [math.pi, 16.0, 256.0, 4096.0]
 
 @pytest.mark.parametrize("func", ["sin", "cos"])
 def test_device_sin_and_cos_error_grows_no_faster_than_the_arguments_rounding(tmp_path, func):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    src = tmp_path / "probe.cu"
-    src.write_text(PROBE)
-    exe = tmp_path / "probe"
-    trig = Path(hook_header.__file__).with_name("hook_trig.cuh")
-    types = Path(kernels.__file__).parent / "common" / "hook_types.cuh"
-    subprocess.run([nvcc, "-O3", "-arch=native", f"-DFUNC=fast_{func}", f"-DREF={func}",
-                    f"-I{trig.parent}", f"-I{types.parent}", str(src), "-o", str(exe)],
-                   check=True, capture_output=True, text=True)
+    exe = build_probe(tmp_path, PROBE, [f"-DFUNC=fast_{func}", f"-DREF={func}"])
     for r in RANGES:
-        worst = float(subprocess.run([str(exe), repr(r)], check=True, capture_output=True,
-                                     text=True).stdout)
+        (worst,) = run_probe(exe, repr(r))
         assert worst <= 2.0**-20 + r * 2.0**-21, (func, r, worst)
