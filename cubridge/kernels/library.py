@@ -109,8 +109,11 @@ class KernelMetadata:
     pair_configs: Mapping[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
     # metadata.json's "pads_head_dims": a QK = V head dim that is a multiple of 8
     # between its smallest and largest runs on the next wider build (the source's
-    # loads zero-fill the columns past it and its stores skip them, as TMA does)
+    # loads zero-fill the columns past it and its stores skip them, as TMA does);
+    # {"from": N}: from N up, below the smallest build too. A source that must be
+    # told the problem's head dim names a "head_dim_data" macro in "defines".
     pads_head_dims: bool = False
+    pads_from: int = 0  # the smallest head dim padded (0: above the smallest build)
 
     def built_dims(self, head_dim: int, head_dim_v: int | None = None
                    ) -> tuple[int, int] | None:
@@ -122,9 +125,14 @@ class KernelMetadata:
             return head_dim, head_dim
         wider = [d for d in sorted(self.head_dims) if d > head_dim]
         if self.pads_head_dims and head_dim % 8 == 0 and wider and \
-                head_dim > min(self.head_dims):
+                head_dim >= self.smallest_padded:
             return wider[0], wider[0]
         return None
+
+    @property
+    def smallest_padded(self) -> int:
+        """The smallest head dim a padding entry runs on a wider build."""
+        return self.pads_from or min(self.head_dims) + 8
 
     def supports_dims(self, head_dim: int, head_dim_v: int | None = None) -> bool:
         """Whether the source builds these head dims as it is (no edit)."""
@@ -134,7 +142,7 @@ class KernelMetadata:
         """The head dims the entry builds: "64, 128 (QK = V); QK/V 192/128"."""
         text = f"{', '.join(map(str, self.head_dims))} (QK = V)"
         if self.pads_head_dims:
-            text += (f", multiples of 8 between {min(self.head_dims)} and "
+            text += (f", multiples of 8 from {self.smallest_padded} to "
                      f"{max(self.head_dims)} on the next wider build")
         pairs = ", ".join(f"{d}/{dv}" for d, dv in sorted(self.pair_configs))
         return f"{text}; QK/V {pairs}" if pairs else text
@@ -245,6 +253,12 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
     needed = [k for k in ("head_dim", "float16") if k not in defines]
     if needed:
         raise ValueError(f"{path}: 'defines' names no macro for {needed}")
+    pads = raw.get("pads_head_dims", False)
+    if isinstance(pads, dict) and not (set(pads) == {"from"} and isinstance(pads["from"], int)
+                                       and 8 <= pads["from"] < min(head_dims)
+                                       and pads["from"] % 8 == 0):
+        raise ValueError(f"{path}: 'pads_head_dims' is true, false or {{\"from\": N}} with N a "
+                         f"multiple of 8 below the smallest head dim, got {pads!r}")
     archs = tuple(field("archs"))
     for arch in (*archs, str(field("min_arch"))):
         try:
@@ -272,7 +286,8 @@ def read_metadata(path: Path, config_type: type = TileConfig) -> KernelMetadata:
         priority=int(raw.get("priority", 0)),
         kernel_class=str(raw.get("class", "")),
         pair_configs=pair_configs,
-        pads_head_dims=bool(raw.get("pads_head_dims", False)),
+        pads_head_dims=bool(pads),
+        pads_from=int(pads.get("from", 0)) if isinstance(pads, dict) else 0,
     )
 
 
@@ -412,9 +427,12 @@ class LibraryKernel:
             raise TypeError(f"{self.name}: tile config must be a {self.config_type.__name__}, "
                             f"got {type(cfg).__name__}")
         macros = meta.defines
-        # (a head dim the entry pads builds at the wider one: its loads zero-fill)
+        # (a head dim the entry pads builds at the wider one: its loads zero-fill,
+        # told the problem's head dim where the source takes it)
         built = meta.built_dims(head_dim, head_dim_v)
         out: dict[str, int] = {macros["head_dim"]: built[0] if built else head_dim}
+        if built and built[0] != head_dim and "head_dim_data" in macros:
+            out[macros["head_dim_data"]] = head_dim
         if head_dim_v is not None and "head_dim_v" in macros:
             out[macros["head_dim_v"]] = head_dim_v
         for f in dataclasses.fields(cfg):

@@ -13,7 +13,7 @@ import torch
 from build_ahead import builds_ahead  # (tests/, on the path by its conftest)
 
 from cubridge.build import compile_cuda
-from cubridge.build.resources import LIBRARY_SPILL_BYTES
+from cubridge.build.resources import LIBRARY_SPILL_BYTES, SPILL_BUDGET_BYTES
 from cubridge.kernels import get_kernel
 from cubridge.kernels.abi import AuxArgs, FwdParams
 
@@ -47,6 +47,32 @@ def test_library_kernel_stays_within_its_register_budget(arch, d, dtype, causal,
             assert not res.spills and res.stack_frame_bytes == 0, res
     assert b"cubridge_kernel_info" in compiled.cubin()
     assert b"cubridge_visit_cap" in compiled.cubin()
+
+
+@pytest.fixture(scope="module")
+def narrow_builds(request):
+    return builds_ahead(request, "test_narrower_head_dims_build_on_the_tiles_within_budget",
+                        lambda p: functools.partial(fa_sm80.compile, p["d"], torch.bfloat16,
+                                                    p["arch"], causal=True))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("d", [32, 72, 96, 120])
+def test_narrower_head_dims_build_on_the_tiles_within_budget(arch, d, narrow_builds, request):
+    """Head dims between the tiles ("pads_head_dims"): each its own cubin on the next
+    wider tile, its products stopping at its last k-step, so the narrower the head dim
+    the fewer registers. 120 computes the tile's eight k-steps (its last half zero) and
+    sits at 255 registers as D = 128 does: a few scalars spill as there (ptxas's lot,
+    20-56 B either way), within the budget of a variant rather than the library's."""
+    compiled = narrow_builds[request.node.callspec.id].result()
+    tile = 64 if d <= 64 else 128
+    assert compiled.key != fa_sm80.compile(tile, torch.bfloat16, arch, causal=True).key
+    budget = SPILL_BUDGET_BYTES if d == 120 else LIBRARY_SPILL_BYTES
+    for name in (fa_sm80.metadata.entry, f"{fa_sm80.metadata.entry}_long"):
+        res = compiled.resources_of(name)
+        assert res.spill_bytes <= budget, f"{arch} D{d}: {res}"
+        if d in (32, 96):  # (O in 16 or 96 registers a thread, not the tile's 32 or 128)
+            assert not res.spills and res.registers < {32: 180, 96: 252}[d], res
 
 
 @pytest.fixture(scope="module")

@@ -95,3 +95,29 @@ def test_staged_reads_match_the_spec_in_both_entry_points(cap):
     ref = spec.reference(q.double(), k.double(), v.double(), **aux)
     ref = ref[0] if isinstance(ref, tuple) else ref
     assert rel_error(out, ref) < tolerance(torch.bfloat16)
+
+
+@pytest.mark.parametrize("d", [40, 72, 96])
+def test_narrower_head_dims_read_and_write_only_their_columns(d):
+    """A head dim between the tiles runs on the wider tile ("pads_head_dims"): its
+    copies must zero-fill past the problem's columns, never read them, and O's stores
+    stop there. q, k, v are views of rows 32 columns wider whose extra columns hold NaN
+    (as a packed layout's neighbours would hold other data); O is a view whose extra
+    columns must stay as they were."""
+    def padded(t: torch.Tensor) -> torch.Tensor:
+        wide = torch.full((*t.shape[:3], d + 32), float("nan"), device="cuda", dtype=t.dtype)
+        wide[..., :d] = t
+        return wide[..., :d]
+
+    q, k, v = gpu_inputs(2, 4, 2, 333, 300, d, torch.bfloat16)
+    ref, ref_lse = reference_attention(q, k, v, mask=causal_mask)
+    out_wide = torch.full((2, 4, 333, d + 32), 7.0, device="cuda", dtype=torch.bfloat16)
+    lse = torch.empty(2, 4, 333, device="cuda")
+    fa_sm80.attention(padded(q), padded(k), padded(v), causal=True, out=out_wide[..., :d],
+                      lse=lse)
+    assert rel_error(out_wide[..., :d], ref) < tolerance(torch.bfloat16)
+    assert (out_wide[..., d:] == 7.0).all(), "stores past the problem's columns"
+    finite = torch.isfinite(ref_lse)
+    assert (lse.double()[finite] - ref_lse[finite]).abs().max().item() < 1e-3
+    # the same bits as contiguous inputs
+    assert torch.equal(fa_sm80.attention(q, k, v, causal=True)[0], out_wide[..., :d])

@@ -77,7 +77,7 @@ def test_a_directory_is_an_entry_and_select_kernel_honours_kernel(library):
 
 def test_selection_by_arch_head_dim_dtype_and_priority(tmp_path, monkeypatch):
     root = tmp_path / "library"
-    derived_entry(root, "fa_sm80_first", priority=5, head_dims=[128],
+    derived_entry(root, "fa_sm80_first", priority=5, head_dims=[128], pads_head_dims=False,
                   configs={"128": {"block_m": 128, "block_n": 32, "num_warps": 4, "stages": 2}})
     monkeypatch.setenv(KERNEL_DIRS_ENV, str(root))
     assert select_kernel("sm_86", 128, torch.bfloat16).name == "fa_sm80_first"
@@ -254,7 +254,7 @@ def test_cubridge_run_verifies_and_times_a_variant_on_the_second_entry(library, 
 def test_an_entry_declares_the_head_dim_pairs_it_builds(tmp_path, monkeypatch):
     root = tmp_path / "library"
     pair = {"block_m": 128, "block_n": 32, "num_warps": 4, "stages": 2}
-    derived_entry(root, "fa_sm80_pairs", head_dim_pairs={"192/128": pair})
+    derived_entry(root, "fa_sm80_pairs", head_dim_pairs={"192/128": pair}, pads_head_dims=False)
     monkeypatch.setenv(KERNEL_DIRS_ENV, str(root))
     entry = get_kernel("fa_sm80_pairs")
     assert entry.metadata.supports_dims(192, 128) and not entry.metadata.supports_dims(192)

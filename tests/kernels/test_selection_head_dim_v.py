@@ -72,7 +72,7 @@ def test_asking_an_entry_without_a_v_head_dim_for_mla_is_a_clear_error(monkeypat
 def test_head_dims_between_the_tiles_run_on_the_next_wider_build():
     """fa_sm90 pads (metadata "pads_head_dims"): a head dim that is a multiple of 8
     between 64 and 256 runs on the next wider build, whose TMA loads zero-fill the
-    columns past it; the cubin is that build's own. fa_sm80 (cp.async) does not."""
+    columns past it; the cubin is that build's own."""
     import torch
 
     meta = get_kernel("fa_sm90").metadata
@@ -87,10 +87,40 @@ def test_head_dims_between_the_tiles_run_on_the_next_wider_build():
     assert fa_sm90.compile_defines(96, torch.bfloat16) != \
         fa_sm90.compile_defines(128, torch.bfloat16)  # (96 has a build of its own)
     assert fa_sm90.config(192) == fa_sm90.config(256) and fa_sm90.table_block(80) == (64, 128)
-    assert not get_kernel("fa_sm80").metadata.supports_dims(96)
     spec = load(SPECS / "phi3_mini.py")
     assert str(choose_for_spec(spec, "sm_90a")).startswith(
         "fa_sm90 for sm_90a, D=96, bfloat16, softmax: the highest-priority entry")
-    assert "head dim 96 not among 64, 128 (QK = V)" in str(choose_for_spec(spec, "sm_80"))
     with pytest.raises(ValueError, match="fa_sm90: head dim 100 not supported"):
         fa_sm90.compile_defines(100, torch.bfloat16)
+
+
+def test_fa_sm80_runs_head_dims_from_32_on_its_tiles_told_the_problems():
+    """fa_sm80 pads from 32 ("pads_head_dims": {"from": 32}): 32-56 on the 64 tile,
+    72-120 on the 128 tile. Its cp.async copies cannot see the tensor's width, so the
+    build is told it (CUBRIDGE_HEAD_DIM_DATA): each such head dim has a cubin of its
+    own, and the tiles' own builds get no such macro (their cubins are those of before)."""
+    import torch
+
+    fa_sm80 = get_kernel("fa_sm80")
+    meta = fa_sm80.metadata
+    assert [meta.built_dims(d) for d in (32, 40, 56, 64, 72, 96, 120, 128)] == \
+        [(64, 64)] * 4 + [(128, 128)] * 4
+    assert [meta.built_dims(d) for d in (24, 36, 100, 136, 256)] == [None] * 5
+    assert meta.dims_text() == ("64, 128 (QK = V), multiples of 8 from 32 to 128 on the next "
+                                "wider build")
+    d96 = fa_sm80.compile_defines(96, torch.bfloat16)
+    assert d96["CUBRIDGE_HEAD_DIM"] == 128 and d96["CUBRIDGE_HEAD_DIM_DATA"] == 96
+    assert fa_sm80.compile_defines(32, torch.float16)["CUBRIDGE_HEAD_DIM"] == 64
+    assert "CUBRIDGE_HEAD_DIM_DATA" not in fa_sm80.compile_defines(128, torch.bfloat16)
+    assert "CUBRIDGE_HEAD_DIM_DATA" not in get_kernel("fa_sm90").compile_defines(80, torch.bfloat16)
+    assert fa_sm80.config(96) == fa_sm80.config(128) and fa_sm80.table_block(40) == (32, 64)
+    # Phi-3 on Ampere now takes the rules path on fa_sm80; D = 48 on Hopper goes to
+    # fa_sm80 (fa_sm90's TMA boxes are 64 columns wide at least), and says why
+    spec = load(SPECS / "phi3_mini.py")
+    on_ampere = str(choose_for_spec(spec, "sm_80"))
+    assert on_ampere.startswith("fa_sm80 for sm_80, D=96, bfloat16, softmax: fa_sm90 passed over")
+    assert on_ampere.endswith("the highest-priority entry (priority 0) that supports it")
+    narrow = dataclasses.replace(spec, configs=[HeadConfig("narrow", 12, 12, 48)])
+    chosen = choose_for_spec(narrow, "sm_90a")
+    assert chosen.kernel.name == "fa_sm80"
+    assert "fa_sm90 passed over (head dim 48 not among 64, 96, 128, 256 (QK = V)" in str(chosen)

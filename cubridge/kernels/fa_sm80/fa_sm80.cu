@@ -20,9 +20,10 @@
 //
 // Entry points: fa_sm80_fwd, and fa_sm80_fwd_long for key ranges longer than
 // the visit list (its blocks past the list are classified in the loop).
-// Build-time macros: CUBRIDGE_HEAD_DIM (64 or 128, required), CUBRIDGE_DTYPE_FP16
-// (else bf16), CUBRIDGE_BLOCK_M, CUBRIDGE_BLOCK_N, CUBRIDGE_NUM_WARPS (<= 8),
-// CUBRIDGE_VISIT_CAP.
+// Build-time macros: CUBRIDGE_HEAD_DIM (the tile's, 64 or 128, required),
+// CUBRIDGE_HEAD_DIM_DATA (the problem's, a multiple of 8 up to the tile's; default
+// the tile's), CUBRIDGE_DTYPE_FP16 (else bf16), CUBRIDGE_BLOCK_M, CUBRIDGE_BLOCK_N,
+// CUBRIDGE_NUM_WARPS (<= 8), CUBRIDGE_VISIT_CAP.
 #include "fwd_params.cuh"
 #include "hook_types.cuh"
 #include "sm80_primitives.cuh"
@@ -40,6 +41,9 @@
 #ifndef CUBRIDGE_NUM_WARPS
 #define CUBRIDGE_NUM_WARPS 4
 #endif
+#ifndef CUBRIDGE_HEAD_DIM_DATA
+#define CUBRIDGE_HEAD_DIM_DATA CUBRIDGE_HEAD_DIM
+#endif
 
 namespace fa_sm80 {
 using namespace cubridge;
@@ -53,6 +57,11 @@ using Element = __nv_bfloat16;
 #endif
 
 constexpr int kHeadDim = CUBRIDGE_HEAD_DIM;
+// A head dim narrower than the tile (Phi-3's 96 on the 128 tile, 32 on 64): shared rows
+// keep the tile's width and swizzle, the copies read the problem's columns only and
+// zero-fill up to whole k-steps, and the products and O stop at the last such k-step.
+constexpr int kDataDim = CUBRIDGE_HEAD_DIM_DATA;
+constexpr int kDataSteps = (kDataDim + 15) / 16;  // 16-column k-steps holding data
 constexpr int kBlockM = CUBRIDGE_BLOCK_M;
 constexpr int kBlockN = CUBRIDGE_BLOCK_N;
 constexpr int kNumWarps = CUBRIDGE_NUM_WARPS;
@@ -62,8 +71,11 @@ constexpr int kWarpRows = kBlockM / kNumWarps;
 constexpr int kMTiles = kWarpRows / 16;  // 16-row MMA slabs per warp
 constexpr int kNTiles = kBlockN / 8;     // 8-key column tiles of S
 constexpr int kDTiles = kHeadDim / 8;    // 8-wide column tiles of O
-constexpr int kQkSteps = kHeadDim / 16;  // k-steps of Q K^T
+constexpr int kQkSteps = kDataSteps;     // k-steps of Q K^T
 constexpr int kPvSteps = kBlockN / 16;   // k-steps of P V
+// O's column tiles that hold data: all kDTiles at the tile's own head dim (whatever
+// sets them), the problem's columns rounded to whole k-steps below it
+constexpr int kDataDTiles = kDataDim == kHeadDim ? kDTiles : 2 * kDataSteps;
 constexpr int kChunks = kHeadDim / 8;    // 16-byte chunks per tile row
 constexpr int kTileBytesQ = kBlockM * kHeadDim * sizeof(Element);
 constexpr int kTileBytesKv = kBlockN * kHeadDim * sizeof(Element);
@@ -81,6 +93,8 @@ static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
 static_assert(kBlockM % (16 * kNumWarps) == 0, "each warp owns whole 16-row slabs");
 static_assert(kBlockN % 16 == 0, "key blocks are whole MMA k-steps");
 static_assert(kChunks >= 8, "the XOR swizzle spans 8 chunks");
+static_assert(kDataDim % 8 == 0 && kDataDim >= 8 && kDataDim <= kHeadDim,
+              "the problem's head dim is a multiple of 8 up to the tile's");
 static_assert(kNumWarps <= 8, "a key block's per-warp kinds fill 16 bits");
 static_assert(kBlockM <= kThreads && kBlockN <= kThreads, "one thread per staged position");
 
@@ -172,10 +186,15 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element* he
   const int tid = opaque(threadIdx.x);  // recomputed per call: frees registers in the loop
   const int r0 = tid / kChunks;
   const int c = tid % kChunks;
+  // Chunks past the last k-step are never read; those past the data but in it, zeros.
+  if constexpr (2 * kDataSteps < kChunks) {
+    if (c >= 2 * kDataSteps) return;
+  }
   const Element* src = head + row0 * row_stride + r0 * row_stride + c * 8;
   const int64_t pass_stride = kRowsPerPass * row_stride;
   const uint32_t dst = swizzled(tile, r0, c);
-  const int rows_left = num_rows - row0 - r0;
+  // (a chunk past the problem's columns is zero-filled as rows past num_rows are)
+  const int rows_left = kDataDim == kHeadDim || c < kDataDim / 8 ? num_rows - row0 - r0 : 0;
 #pragma unroll
   for (int i = 0; i < kRows / kRowsPerPass; ++i) {
     const bool valid = i * kRowsPerPass < rows_left;
@@ -218,7 +237,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[kMTiles][kDTiles][4],
 #pragma unroll
   for (int kk = 0; kk < kPvSteps; ++kk) {
 #pragma unroll
-    for (int dp = 0; dp < kDTiles / 2; ++dp) {
+    for (int dp = 0; dp < kDataDTiles / 2; ++dp) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, ldsm_addr(v_tile, v_lane, kk * 16, dp));
 #pragma unroll
@@ -689,7 +708,8 @@ __device__ __forceinline__ void attention_fwd(const FwdParams& p) {
       if (row < p.seqlen_q) {
         Element* o_row = p.o + b * p.o_batch_stride + h * p.o_head_stride + row * p.o_row_stride;
 #pragma unroll
-        for (int dt = 0; dt < kDTiles; ++dt) {
+        for (int dt = 0; dt < kDataDTiles; ++dt) {
+          if (kDataDim != kHeadDim && dt * 8 >= kDataDim) break;  // (D = 72: not 72-79)
           *reinterpret_cast<uint32_t*>(o_row + dt * 8 + 2 * t) =
               pack2<Element>(o[mt][dt][2 * half] * inv, o[mt][dt][2 * half + 1] * inv);
         }
