@@ -20,14 +20,16 @@ def test_registry_lists_fa_sm80_with_its_metadata():
     assert "fa_sm80" in kernel_names()
     meta = get_kernel("fa_sm80").metadata
     assert meta.entry == "fa_sm80_fwd" and meta.source.name == "fa_sm80.cu"
-    assert set(meta.head_dims) == {64, 128}
+    assert set(meta.head_dims) == {64, 128, 256}
     assert set(meta.dtypes) == {torch.bfloat16, torch.float16}
     assert {"sm_80", "sm_90a"} <= set(meta.compile_only_archs)
     cfg = meta.config(128)
     assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.stages) == (128, 64, 4, 2)
     assert meta.config(96) == cfg  # (on the 128 tile, "pads_head_dims")
-    with pytest.raises(ValueError, match="no tile config for head dim 136"):
-        meta.config(136)
+    cfg256 = meta.config(192)  # (on the 256 tile: 64 x 32, 96 KB of shared memory)
+    assert (cfg256.block_m, cfg256.block_n, cfg256.num_warps) == (64, 32, 4)
+    with pytest.raises(ValueError, match="no tile config for head dim 100"):
+        meta.config(100)
     with pytest.raises(ValueError, match="no kernel 'nope' in the library"):
         get_kernel("nope")
 

@@ -254,7 +254,8 @@ def test_cubridge_run_verifies_and_times_a_variant_on_the_second_entry(library, 
 def test_an_entry_declares_the_head_dim_pairs_it_builds(tmp_path, monkeypatch):
     root = tmp_path / "library"
     pair = {"block_m": 128, "block_n": 32, "num_warps": 4, "stages": 2}
-    derived_entry(root, "fa_sm80_pairs", head_dim_pairs={"192/128": pair}, pads_head_dims=False)
+    derived_entry(root, "fa_sm80_pairs", head_dim_pairs={"192/128": pair}, pads_head_dims=False,
+                  head_dims=[64, 128])
     monkeypatch.setenv(KERNEL_DIRS_ENV, str(root))
     entry = get_kernel("fa_sm80_pairs")
     assert entry.metadata.supports_dims(192, 128) and not entry.metadata.supports_dims(192)

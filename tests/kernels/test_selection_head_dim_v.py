@@ -39,7 +39,7 @@ def test_mla_on_ampere_selects_fa_sm80_for_the_llm_path_and_says_why():
     reason = str(choose_for_spec(load(SPECS / "mla.py"), "sm_80"))
     assert reason.startswith("fa_sm80 for sm_80, D=192/128")
     assert "fa_sm80 takes a V head dim apart from QK's (CUBRIDGE_HEAD_DIM_V)" in reason
-    assert "QK/V head dims 192/128 not among 64, 128 (QK = V)" in reason
+    assert "QK/V head dims 192/128 not among 64, 128, 256 (QK = V)" in reason
 
 
 def test_a_pair_no_entry_builds_goes_to_fa_sm90_for_the_llm_path():
@@ -96,18 +96,18 @@ def test_head_dims_between_the_tiles_run_on_the_next_wider_build():
 
 def test_fa_sm80_runs_head_dims_from_32_on_its_tiles_told_the_problems():
     """fa_sm80 pads from 32 ("pads_head_dims": {"from": 32}): 32-56 on the 64 tile,
-    72-120 on the 128 tile. Its cp.async copies cannot see the tensor's width, so the
-    build is told it (CUBRIDGE_HEAD_DIM_DATA): each such head dim has a cubin of its
-    own, and the tiles' own builds get no such macro (their cubins are those of before)."""
+    72-120 on the 128 tile, 136-248 on the 256 tile. Its cp.async copies cannot see the
+    tensor's width, so the build is told it (CUBRIDGE_HEAD_DIM_DATA): each such head dim
+    has a cubin of its own, and the tiles' own builds get no such macro."""
     import torch
 
     fa_sm80 = get_kernel("fa_sm80")
     meta = fa_sm80.metadata
-    assert [meta.built_dims(d) for d in (32, 40, 56, 64, 72, 96, 120, 128)] == \
-        [(64, 64)] * 4 + [(128, 128)] * 4
-    assert [meta.built_dims(d) for d in (24, 36, 100, 136, 256)] == [None] * 5
-    assert meta.dims_text() == ("64, 128 (QK = V), multiples of 8 from 32 to 128 on the next "
-                                "wider build")
+    assert [meta.built_dims(d) for d in (32, 40, 56, 64, 72, 96, 120, 128, 136, 192, 256)] == \
+        [(64, 64)] * 4 + [(128, 128)] * 4 + [(256, 256)] * 3
+    assert [meta.built_dims(d) for d in (24, 36, 100, 264)] == [None] * 4
+    assert meta.dims_text() == ("64, 128, 256 (QK = V), multiples of 8 from 32 to 256 on the "
+                                "next wider build")
     d96 = fa_sm80.compile_defines(96, torch.bfloat16)
     assert d96["CUBRIDGE_HEAD_DIM"] == 128 and d96["CUBRIDGE_HEAD_DIM_DATA"] == 96
     assert fa_sm80.compile_defines(32, torch.float16)["CUBRIDGE_HEAD_DIM"] == 64

@@ -4,11 +4,13 @@ the recorded expert fixture, and the run says which path it took and why."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from stage_fixtures import FIXTURE_LABEL, SPECS, fixture_reply
 
+from cubridge.attention import HeadConfig
 from cubridge.kernels import get_kernel
 from cubridge.llm import Request, record_fixture
 from cubridge.llm_path.settings import StageSettings
@@ -24,7 +26,7 @@ from cubridge.spec import load
     ("full", "rules", "plain softmax attention"),
     ("cosine", "llm", "reference is not plain softmax attention"),
     ("sigmoid_causal", "rules", "score_mod and mask_mod trace"),
-    ("mla", "llm", "head dims (QK/V) 192/128 are not among fa_sm80's 64, 128 (QK = V)"),
+    ("mla", "llm", "head dims (QK/V) 192/128 are not among fa_sm80's 64, 128, 256 (QK = V)"),
 ])
 def test_choose_path(spec, path, why):
     choice = choose_path(load(SPECS / f"{spec}.py"), get_kernel("fa_sm80"))
@@ -32,15 +34,20 @@ def test_choose_path(spec, path, why):
     assert (choice.plan is not None) == (path == "rules")  # the rules carry the traced hooks
 
 
-def test_head_dim_256_takes_the_rules_on_fa_sm90_only():
-    """Gemma 2's D = 256 is one of fa_sm90's tiles (64-key blocks, one Q buffer); fa_sm80
-    has none, so there a run would adapt the kernel by the LLM path and says why."""
+def test_head_dim_256_takes_the_rules_on_both_kernels():
+    """Gemma 2's D = 256 is one of fa_sm90's tiles (64-key blocks, one Q buffer) and of
+    fa_sm80's (64 x 32 tiles of four 16-row warps); a head dim past both tiles goes to
+    the LLM path and says why."""
     spec = load(SPECS / "gemma2_global.py")
     on_hopper = choose_path(spec, get_kernel("fa_sm90"))
     assert on_hopper.path == "rules" and on_hopper.plan.table_block == (64, 64)
     on_ampere = choose_path(spec, get_kernel("fa_sm80"))
-    assert on_ampere.path == "llm"
-    assert "head dims (QK/V) 256/256 are not among fa_sm80's 64, 128 (QK = V)" in on_ampere.reason
+    assert on_ampere.path == "rules" and on_ampere.plan.table_block == (16, 32)
+    wide = dataclasses.replace(spec, configs=[HeadConfig("wide", 8, 8, 320)])
+    too_wide = choose_path(wide, get_kernel("fa_sm80"))
+    assert too_wide.path == "llm"
+    assert "head dims (QK/V) 320/320 are not among fa_sm80's 64, 128, 256 (QK = V)" in \
+        too_wide.reason
 
 
 def test_mla_head_dims_take_the_rules_on_fa_sm90_with_a_mask_mod():

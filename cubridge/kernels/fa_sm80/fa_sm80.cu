@@ -20,7 +20,7 @@
 //
 // Entry points: fa_sm80_fwd, and fa_sm80_fwd_long for key ranges longer than
 // the visit list (its blocks past the list are classified in the loop).
-// Build-time macros: CUBRIDGE_HEAD_DIM (the tile's, 64 or 128, required),
+// Build-time macros: CUBRIDGE_HEAD_DIM (the tile's, 64, 128 or 256, required),
 // CUBRIDGE_HEAD_DIM_DATA (the problem's, a multiple of 8 up to the tile's; default
 // the tile's), CUBRIDGE_DTYPE_FP16 (else bf16), CUBRIDGE_BLOCK_M, CUBRIDGE_BLOCK_N,
 // CUBRIDGE_NUM_WARPS (<= 8), CUBRIDGE_VISIT_CAP.
@@ -30,7 +30,7 @@
 #include "cubridge_hooks.cuh"
 
 #ifndef CUBRIDGE_HEAD_DIM
-#error "fa_sm80: compile with -DCUBRIDGE_HEAD_DIM=64 or -DCUBRIDGE_HEAD_DIM=128"
+#error "fa_sm80: compile with -DCUBRIDGE_HEAD_DIM=64, 128 or 256"
 #endif
 #ifndef CUBRIDGE_BLOCK_M
 #define CUBRIDGE_BLOCK_M 128
@@ -89,7 +89,8 @@ constexpr int kVisitCap = CUBRIDGE_VISIT_CAP;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
-static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim must be 64 or 128");
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+              "head dim must be 64, 128 or 256");
 static_assert(kBlockM % (16 * kNumWarps) == 0, "each warp owns whole 16-row slabs");
 static_assert(kBlockN % 16 == 0, "key blocks are whole MMA k-steps");
 static_assert(kChunks >= 8, "the XOR swizzle spans 8 chunks");
@@ -176,12 +177,13 @@ __device__ __forceinline__ uint32_t ldsm_addr(uint32_t tile, const LdsmLane& l, 
 // Start copying rows [row0, row0 + kRows) of one head into a shared tile; rows at
 // or past num_rows are zero-filled (never read from global memory). Each thread
 // copies one fixed chunk column of every kRowsPerPass-th row, so the per-row
-// offsets are a base plus compile-time multiples (few live registers).
+// offsets are a base plus compile-time multiples (few live registers). With 512-byte
+// rows (the 256 tile) a pass is 4 rows and the swizzle phase alternates between two.
 template <int kRows>
 __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element* head,
                                                 int64_t row_stride, int row0, int num_rows) {
   constexpr int kRowsPerPass = kThreads / kChunks;
-  static_assert(kThreads % kChunks == 0 && kRowsPerPass % 8 == 0, "swizzle phase is per thread");
+  static_assert(kThreads % kChunks == 0 && kRowsPerPass % 4 == 0, "two swizzle phases at most");
   static_assert(kRows % kRowsPerPass == 0, "tile copy splits evenly over threads");
   const int tid = opaque(threadIdx.x);  // recomputed per call: frees registers in the loop
   const int r0 = tid / kChunks;
@@ -192,12 +194,14 @@ __device__ __forceinline__ void load_tile_async(uint32_t tile, const Element* he
   }
   const Element* src = head + row0 * row_stride + r0 * row_stride + c * 8;
   const int64_t pass_stride = kRowsPerPass * row_stride;
-  const uint32_t dst = swizzled(tile, r0, c);
+  const uint32_t dst_even = swizzled(tile, r0, c);
+  const uint32_t dst_odd = swizzled(tile, r0 + kRowsPerPass, c) - kRowsPerPass * kRowBytes;
   // (a chunk past the problem's columns is zero-filled as rows past num_rows are)
   const int rows_left = kDataDim == kHeadDim || c < kDataDim / 8 ? num_rows - row0 - r0 : 0;
 #pragma unroll
   for (int i = 0; i < kRows / kRowsPerPass; ++i) {
     const bool valid = i * kRowsPerPass < rows_left;
+    const uint32_t dst = kRowsPerPass % 8 == 0 || i % 2 == 0 ? dst_even : dst_odd;
     cp_async_16(dst + i * kRowsPerPass * kRowBytes, valid ? src + i * pass_stride : head, valid);
   }
 }
