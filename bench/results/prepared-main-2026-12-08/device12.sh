@@ -40,7 +40,9 @@ if [ -n "${TESTS:-}" ]; then
     bash bench/device_gpu_tests.sh \
     variants='tests/lower/test_hooks_gpu.py -k "test_test_variants"' \
     hooks90='tests/lower/test_hooks_gpu.py -k "generated_hooks_compute and fa_sm90"' \
-    fa90='tests/kernels/test_fa_sm90_gpu.py tests/lower/test_trig_accuracy_gpu.py' >> $R/summary.txt 2>&1
+    fa90='tests/kernels/test_fa_sm90_gpu.py tests/lower/test_trig_accuracy_gpu.py' \
+    fa80='tests/kernels/test_fa_sm80_gpu.py tests/kernels/test_library_kernels_gpu.py -k "fa_sm80"' \
+    lowered='tests/llm_path/test_lowered_on_gpu.py' >> $R/summary.txt 2>&1
 fi
 PEERS=sdpa,flex_triton
 if [ ! -f /tmp/site/.fa4_ready ] && [ -f /tmp/peers/fa4.aa ] && [ -f .peers/fa4.ab ]; then
