@@ -10,6 +10,7 @@ gives the rows a floor mask leaves no key the spec's answer.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,14 +317,18 @@ def _block_kind_body(plan: HookPlan, slots: dict[str, int],
         assert plan.mask is not None
         ivi = render_int_interval(plan.mask.node)
         iv = render_interval(plan.mask.node, slots, dtypes)
-        double_form = ("  const detail::Iv iv_q = detail::iv_span(q_start, q_last);\n"
-                       "  const detail::Iv iv_k = detail::iv_span(k_start, k_last);\n"
-                       f"  return detail::iv_kind({iv});")
+        # (the spans the bounds read: a key-only mask has no query span, and an unused
+        # local is a warning that host builds with -Werror refuse)
+        double_form = "\n".join(
+            [f"  const detail::Iv iv_{x} = detail::iv_span({x}_start, {x}_last);"
+             for x in "qk" if re.search(rf"\biv_{x}\b", iv)]
+            + [f"  return detail::iv_kind({iv});"])
         if ivi is None:
             return f"{_unused('b', 'h')}\n{_CLAMP}\n{double_form}"
-        int_form = ("const detail::IvI ivi_q = detail::ivi_span(q_start, q_last);\n"
-                    "  const detail::IvI ivi_k = detail::ivi_span(k_start, k_last);\n"
-                    f"  return detail::ivi_kind({ivi});")
+        int_form = "\n  ".join(
+            [f"const detail::IvI ivi_{x} = detail::ivi_span({x}_start, {x}_last);"
+             for x in "qk" if re.search(rf"\bivi_{x}\b", ivi)]
+            + [f"return detail::ivi_kind({ivi});"])
         scalars = int_interval_scalars(plan.mask.node)
         if not scalars:
             return (f"{_unused('b', 'h')}\n{_CLAMP}\n"

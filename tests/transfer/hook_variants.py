@@ -236,6 +236,12 @@ def keys_before_q_plus_1000(b, h, q, k):
     return k - q < 1000
 
 
+def first_keys_only(b, h, q, k):
+    # a mask of the key alone (a memory of the first 200 positions): block_kind's
+    # interval bounds read no query span
+    return k < 200
+
+
 # finfo_min_mask_score beside a mask_mod stays in score_mod (its fully masked rows would
 # weigh the mask_mod's keys alike): every block is computed, and a row's first block in
 # fa_sm90, the last one, has finfo.min at every key; the kernels raise it to SCORE_FLOOR,
@@ -438,5 +444,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("finfo_min_causal", None, finfo_min_causal_score),
         make_spec("finfo_window_empty_rows", None, finfo_window_score),
         make_spec("finfo_min_beside_mask_mod", keys_before_q_plus_1000, finfo_min_mask_score),
+        make_spec("first_keys_only", first_keys_only),
     ]
 }
