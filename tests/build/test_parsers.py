@@ -106,7 +106,7 @@ def test_cli_registers_build_and_kernels(capsys):
     # a QK/V pair the entry does not build is refused before nvcc
     assert main(["build", "fa_sm80", "--head-dim", "192/128", "--arch", "sm_90a"]) == 2
     assert ("fa_sm80 does not build head dims 192/128 (it builds 64, 128, 256 (QK = V), "
-            "multiples of 8 from 32 to 256 on the next wider build)"
+            "multiples of 8 from 8 to 256 on the next wider build)"
             in capsys.readouterr().err)
     with pytest.raises(SystemExit):
         main(["build", "fa_sm90", "--head-dim", "192x128"])

@@ -57,7 +57,7 @@ def narrow_builds(request):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("d", [32, 72, 96, 120, 192])
+@pytest.mark.parametrize("d", [16, 32, 72, 96, 120, 192])
 def test_narrower_head_dims_build_on_the_tiles_within_budget(arch, d, narrow_builds, request):
     """Head dims between the tiles ("pads_head_dims"): each its own cubin on the next
     wider tile, its products stopping at its last k-step, so the narrower the head dim
@@ -71,8 +71,8 @@ def test_narrower_head_dims_build_on_the_tiles_within_budget(arch, d, narrow_bui
     for name in (fa_sm80.metadata.entry, f"{fa_sm80.metadata.entry}_long"):
         res = compiled.resources_of(name)
         assert res.spill_bytes <= budget, f"{arch} D{d}: {res}"
-        if d in (32, 96, 192):  # (O in 16, 96 or 96 registers a thread, not the tile's)
-            assert not res.spills and res.registers < {32: 180, 96: 252, 192: 232}[d], res
+        if d in (16, 32, 96, 192):  # (O in 8, 16, 96 or 96 registers a thread)
+            assert not res.spills and res.registers < {16: 160, 32: 180, 96: 252, 192: 232}[d], res
 
 
 @pytest.fixture(scope="module")

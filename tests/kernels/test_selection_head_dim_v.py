@@ -95,7 +95,7 @@ def test_head_dims_between_the_tiles_run_on_the_next_wider_build():
 
 
 def test_fa_sm80_runs_head_dims_from_32_on_its_tiles_told_the_problems():
-    """fa_sm80 pads from 32 ("pads_head_dims": {"from": 32}): 32-56 on the 64 tile,
+    """fa_sm80 pads from 8 ("pads_head_dims": {"from": 8}): 8-56 on the 64 tile,
     72-120 on the 128 tile, 136-248 on the 256 tile. Its cp.async copies cannot see the
     tensor's width, so the build is told it (CUBRIDGE_HEAD_DIM_DATA): each such head dim
     has a cubin of its own, and the tiles' own builds get no such macro."""
@@ -103,10 +103,10 @@ def test_fa_sm80_runs_head_dims_from_32_on_its_tiles_told_the_problems():
 
     fa_sm80 = get_kernel("fa_sm80")
     meta = fa_sm80.metadata
-    assert [meta.built_dims(d) for d in (32, 40, 56, 64, 72, 96, 120, 128, 136, 192, 256)] == \
-        [(64, 64)] * 4 + [(128, 128)] * 4 + [(256, 256)] * 3
-    assert [meta.built_dims(d) for d in (24, 36, 100, 264)] == [None] * 4
-    assert meta.dims_text() == ("64, 128, 256 (QK = V), multiples of 8 from 32 to 256 on the "
+    assert [meta.built_dims(d) for d in (8, 16, 40, 56, 64, 72, 96, 120, 128, 136, 192, 256)] \
+        == [(64, 64)] * 5 + [(128, 128)] * 4 + [(256, 256)] * 3
+    assert [meta.built_dims(d) for d in (4, 36, 100, 264)] == [None] * 4
+    assert meta.dims_text() == ("64, 128, 256 (QK = V), multiples of 8 from 8 to 256 on the "
                                 "next wider build")
     d96 = fa_sm80.compile_defines(96, torch.bfloat16)
     assert d96["CUBRIDGE_HEAD_DIM"] == 128 and d96["CUBRIDGE_HEAD_DIM_DATA"] == 96
