@@ -72,6 +72,7 @@ def list_kernels() -> str:
                     "cuda": str(kernel.source), "cuir": str(kernel.cuir_path),
                     "spec": str(kernel.spec_path), "entry": meta.entry,
                     "head_dims": list(meta.head_dims),
+                    "head_dims_built": meta.dims_text(),
                     "head_dim_pairs": [f"{d}/{dv}" for d, dv in sorted(meta.pair_configs)],
                     "archs": list(meta.archs),
                     "dtypes": [str(d).removeprefix("torch.") for d in meta.dtypes]})

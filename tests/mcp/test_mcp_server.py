@@ -84,6 +84,7 @@ def test_stdio_session_of_an_agent(tmp_path):
     assert all(t.input_schema["type"] == "object" for t in got["tools"])
     kernels = json.loads(_text(got["kernels"]))
     assert kernels[0]["name"] == "fa_sm80" and 128 in kernels[0]["head_dims"]
+    assert "multiples of 8 from 8 to 256" in kernels[0]["head_dims_built"]  # (the padded ones)
     assert {k["name"]: k["head_dim_pairs"] for k in kernels} == {"fa_sm80": [],
                                                                  "fa_sm90": ["192/128"]}
     assert got["buggy"].is_error
