@@ -91,7 +91,7 @@ def choose_path(spec: Spec, kernel: LibraryKernel, trace_check: Shape | None = N
         check_trace(spec, plan, trace_check)
         mods = [n for n in ("score_mod", "mask_mod") if getattr(spec, n) is not None]
         verb = "trace" if len(mods) > 1 else "traces"
-        lifted = " (score_mod's -inf condition as the mask: its blocks are classified)" \
+        lifted = " (score_mod's masking condition as the mask: its blocks are classified)" \
             if plan.mask_in_score else ""
         if plan.mask_floor is not None:
             lifted = (f" (score_mod's mask at {plan.mask_floor:.4g} as the mask: its blocks are "

@@ -36,7 +36,12 @@ from cubridge.spec.mods import bind_mods, elementwise_mask, elementwise_score
 from cubridge.transfer import expr, interval
 from cubridge.transfer.block_table import TABLE_CACHE, BlockTable
 from cubridge.transfer.captures import Captures
-from cubridge.transfer.score_masks import is_bare_score, split_floor_mask, split_score_mask
+from cubridge.transfer.score_masks import (
+    FLOOR_MASK_LIMIT,
+    is_bare_score,
+    split_floor_mask,
+    split_score_mask,
+)
 from cubridge.transfer.torch_render import grid_function
 from cubridge.transfer.trace import AuxInfo, TracedMod, trace_mask_mod, trace_score_mod
 
@@ -279,19 +284,23 @@ def plan_hooks(spec: Spec, aux: Mapping[str, torch.Tensor] | None = None, *,
 
 def _lift_score_mask(score: TracedMod | None, mask: TracedMod | None, normalizer: str
                      ) -> tuple[TracedMod | None, TracedMod | None, bool, float | None]:
-    """score_mod's -inf condition moved into the mask, else (softmax, no mask_mod)
-    its floor mask's (transfer.score_masks): (score, mask, whether one moved, the
-    floor mask's C). A score_mod left with nothing to do goes."""
+    """score_mod's -inf condition moved into the mask, else its floor mask's
+    (transfer.score_masks; under softmax only without a mask_mod): (score, mask,
+    whether one moved, the floor mask's C where rows it leaves no key need the pass
+    after the kernel). A score_mod left with nothing to do goes."""
     if score is None:
         return score, mask, False, None
     kept, condition = split_score_mask(score.node)
     floor = None
-    if condition is None and normalizer == "softmax" and mask is None:
-        # (beside a mask_mod the rows it leaves no key weigh the mask_mod's keys alike,
-        # not all Sk: no pass after the kernel gives that)
+    # Under softmax, beside a mask_mod the rows a floor mask leaves no key weigh the
+    # mask_mod's keys alike, not all Sk: no pass after the kernel gives that. Under an
+    # elementwise normaliser (sigmoid, relu) a pair at C weighs nothing, as at -inf:
+    # the mask is exact, with or without a mask_mod, and no row needs a pass.
+    if condition is None and (normalizer != "softmax" or mask is None):
         split = split_floor_mask(score.node)
         if split is not None:
             kept, condition, floor = split
+            floor = floor if normalizer == "softmax" else None
     if condition is None:
         return score, mask, False, None
     node = condition if mask is None else expr.apply("and", mask.node, condition)
@@ -355,6 +364,8 @@ def check_trace(spec: Spec, plan: HookPlan, shape: Shape,
         allowed = grid_function(plan.mask.node)(*grid, **full)
         masked = -math.inf if plan.mask_floor is None else plan.mask_floor
         got = got.double().masked_fill(~allowed, masked).expand_as(want)
+        if plan.normalizer != "softmax":  # (a floor mask's C weighs nothing there, as -inf)
+            want = want.masked_fill(want <= FLOOR_MASK_LIMIT, -math.inf)
         checks.append(("score_mod", spec.score_mod, want, got))
     if plan.mask is not None and mods.mask_mod is not None and not plan.mask_in_score:
         want = elementwise_mask(mods.mask_mod)(*idx)

@@ -20,9 +20,11 @@ in a row that keeps a key, and an added C absorbs the score (s + C == C). So und
 softmax, for a spec with no mask_mod, its condition is lifted like -inf's
 (`split_floor_mask`; the plan records C as `mask_floor`), and a pass after the
 kernel gives the rows it leaves no key the spec's answer (cubridge.empty_rows).
+Under sigmoid and relu a pair at C weighs nothing (sigmoid(C) and relu(C) are 0), as
+at -inf: the condition is lifted beside a mask_mod too, and no row needs a pass.
 Not lifted: finfo(float16).min = -65504 (s + C is not C, so a row it masks whole
-is not uniform), a floor mask beside a mask_mod (its empty rows weigh only the
-mask_mod's keys), masked sides that disagree (two Cs, or two added terms: C + C),
+is not uniform), under softmax a floor mask beside a mask_mod (its empty rows weigh
+only the mask_mod's keys), masked sides that disagree (two Cs, or two added terms: C + C),
 and conditions mixed with -inf ones.
 
 A floor constant left in score_mod (one of those, or under a condition on the

@@ -27,7 +27,7 @@ from cubridge.lower.hook_header import generate_header
 from cubridge.spec import load
 from cubridge.transfer import interval
 from cubridge.transfer.hooks import plan_hooks
-from cubridge.transfer.score_masks import SCORE_FLOOR
+from cubridge.transfer.score_masks import FLOOR_MASK_LIMIT, SCORE_FLOOR
 
 # A host compiler (g++, else nvcc) builds the hooks into a host program.
 pytestmark = [pytest.mark.slow]
@@ -110,10 +110,11 @@ def test_score_and_mask_match_torch(evaluated, name):
     b, h, q, k = _grid(SHAPE)
     if header.plan.mask_in_score:
         # score_mod's -inf condition (or a floor mask's, at its C) is the header's mask:
-        # the pairs allowed, and their scores, are the mods'
+        # the pairs allowed, and their scores, are the mods' (without a C kept for the
+        # pass after the kernel, what is masked is -inf, or C under sigmoid and relu)
         want = spec.score_mod(scores, b, h, q, k, **_kwargs(spec.score_mod, aux)).float().numpy()
         floor = header.plan.mask_floor
-        allowed = ~np.isneginf(want) if floor is None else want != np.float32(floor)
+        allowed = want > FLOOR_MASK_LIMIT if floor is None else want != np.float32(floor)
         if spec.mask_mod is not None:
             allowed &= spec.mask_mod(b, h, q, k, **_kwargs(spec.mask_mod, aux)).expand(
                 got.mask.shape).numpy()

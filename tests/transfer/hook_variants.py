@@ -236,6 +236,12 @@ def keys_before_q_plus_1000(b, h, q, k):
     return k - q < 1000
 
 
+def finfo_window_sigmoid_score(score, b, h, q, k, *, log_s):
+    # finfo_window_score's floor mask under sigmoid, beside a mask_mod: a pair at C
+    # weighs nothing there, as at -inf, so the condition is an exact mask (no pass)
+    return torch.where(q - k < 16, score - log_s, torch.finfo(torch.bfloat16).min)
+
+
 def first_keys_only(b, h, q, k):
     # a mask of the key alone (a memory of the first 200 positions): block_kind's
     # interval bounds read no query span
@@ -445,5 +451,6 @@ VARIANTS: dict[str, Spec] = {
         make_spec("finfo_window_empty_rows", None, finfo_window_score),
         make_spec("finfo_min_beside_mask_mod", keys_before_q_plus_1000, finfo_min_mask_score),
         make_spec("first_keys_only", first_keys_only),
+        make_spec("finfo_window_sigmoid", causal, finfo_window_sigmoid_score, "sigmoid"),
     ]
 }

@@ -176,7 +176,7 @@ def test_other_floor_constants_stay_in_score_mod(fn):
     assert _floor(fn) is None
 
 
-def test_a_floor_mask_is_lifted_under_softmax_alone_and_without_a_mask_mod():
+def test_a_floor_mask_under_softmax_is_lifted_without_a_mask_mod_and_filled():
     score_mod = lambda s, b, h, q, k: torch.where(q >= k, s * 2, F32_MIN)  # noqa: E731
     spec = make_spec("finfo_causal", None, score_mod)
     plan = plan_hooks(spec)
@@ -191,13 +191,36 @@ def test_a_floor_mask_is_lifted_under_softmax_alone_and_without_a_mask_mod():
     from cubridge.transfer.target import render_target
 
     assert f"empty_row_score = {F32_MIN!r}" in render_target(plan, FaSm80)
-    for other in (make_spec("finfo_sigmoid", None, score_mod, "sigmoid"),
-                  make_spec("finfo_padded", lambda b, h, q, k: k < 1000, score_mod)):
-        kept = plan_hooks(other)
-        assert kept.mask_floor is None and not kept.mask_in_score, other.name
-        assert F32_MIN in {n.arg for n in kept.score.node.walk() if n.op == "const"}
+    kept = plan_hooks(make_spec("finfo_padded", lambda b, h, q, k: k < 1000, score_mod))
+    assert kept.mask_floor is None and not kept.mask_in_score
+    assert F32_MIN in {n.arg for n in kept.score.node.walk() if n.op == "const"}
     assert "empty_row_score" not in render_target(plan_hooks(VARIANTS["causal_in_score_mod"]),
                                                   FaSm80)
+
+
+@pytest.mark.parametrize("normalizer", ["sigmoid", "relu"])
+def test_a_floor_mask_under_an_elementwise_normaliser_is_an_exact_mask(normalizer, tmp_path):
+    """sigmoid(C) and relu(C) are 0: a pair at C weighs nothing, as at -inf. The
+    condition is lifted beside a mask_mod too, no pass after the kernel is asked
+    for, and the target CuIR computes the spec (verify-ir's executor on the CPU)."""
+    from cubridge.kernels.fa_sm80.cuir import FaSm80
+    from cubridge.transfer.rules import transfer_by_rules
+    from cubridge.transfer.target import render_target
+
+    score_mod = lambda s, b, h, q, k: torch.where(q >= k, s * 2, F32_MIN)  # noqa: E731
+    shapes = [Shape(b=1, hq=2, hk=1, sq=65, sk=33, d=64),
+              Shape(b=1, hq=2, hk=2, sq=40, sk=70, d=64)]
+    for i, mask_mod in enumerate((None, lambda b, h, q, k: k > 20)):  # (rows 0-20 keep none)
+        spec = make_spec(f"finfo_{normalizer}", mask_mod, score_mod, normalizer)
+        plan = plan_hooks(spec)
+        assert plan.mask_in_score and plan.mask_floor is None
+        assert plan.classification == "interval"
+        assert repr(plan.score.node) == "mul[float](score, 2.0)"
+        check_trace(spec, plan, Shape(b=1, hq=2, hk=1, sq=61, sk=64, d=64))
+        assert "empty_row_score" not in render_target(plan, FaSm80)
+        result = transfer_by_rules(spec, FaSm80, out_dir=tmp_path / str(i), shapes=shapes,
+                                   plan=plan)
+        assert result.report.passed
 
 
 def test_check_trace_compares_a_floor_masks_pairs_with_its_value():
