@@ -54,29 +54,47 @@ def count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device 
 
 def _masks_in_score(spec: Spec, mods: BoundMods) -> tuple[
         Callable[..., torch.Tensor] | None, Callable[..., torch.Tensor] | None]:
-    """(-inf mask, floor mask) of a score_mod as mask_mods, where no mask_mod is given."""
-    if mods.mask_mod is not None:
-        return None, None
+    """(-inf mask, floor mask) of a score_mod as mask_mods. Beside a mask_mod a floor
+    mask counts under sigmoid and relu only (where a pair at finfo.min weighs nothing
+    and cubridge lifts it): under softmax its whole-masked rows weigh the mask_mod's
+    keys."""
     lifted = score_mask_mod(spec, mods.score_mod)
-    return lifted, None if lifted is not None else floor_mask_mod(spec, mods.score_mod)
+    if lifted is not None or (mods.mask_mod is not None and spec.normalizer == "softmax"):
+        return lifted, None
+    return None, floor_mask_mod(spec, mods.score_mod)
 
 
 def _count_pairs(spec: Spec, mods: BoundMods, shape: Shape, device: torch.device | str,
                  seed: int, lifted: Callable[..., torch.Tensor] | None,
                  floor: Callable[..., torch.Tensor] | None = None) -> tuple[MaskStats, str]:
     if mods.mask_mod is not None:
-        return (count_allowed_pairs(mods.mask_mod, shape, device),
-                "pairs: the spec's mask_mod evaluated on every pair")
+        beside = lifted or floor  # (what score_mod masks too, where cubridge lifts it)
+        if beside is None:
+            return (count_allowed_pairs(mods.mask_mod, shape, device),
+                    "pairs: the spec's mask_mod evaluated on every pair")
+        mask_mod = mods.mask_mod
+
+        def both(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor,
+                 k: torch.Tensor) -> torch.Tensor:
+            return mask_mod(b, h, q, k) & beside(b, h, q, k)
+
+        value = "-inf" if lifted else \
+            f"its floor value (finfo.min, which weighs nothing under {spec.normalizer})"
+        return (count_allowed_pairs(both, shape, device),
+                f"pairs: those the spec's mask_mod allows and its score_mod does not set to "
+                f"{value}, on every pair")
     if lifted is not None:
         return (count_allowed_pairs(lifted, shape, device),
                 "pairs: those score_mod does not set to -inf (no mask_mod; score_mod masks "
                 "with -inf on a condition of the positions)")
     if floor is not None:
         stats = count_allowed_pairs(floor, shape, device)
+        weightless = "in a row that keeps a key" if spec.normalizer == "softmax" else \
+            f"under {spec.normalizer}"
         counting = ("pairs: those score_mod does not set to its floor value (no mask_mod; "
-                    "score_mod masks with finfo.min, which weighs nothing in a row that keeps "
-                    "a key)")
-        if stats.empty_rows:  # (those rows weigh every key alike: no band describes them)
+                    f"score_mod masks with finfo.min, which weighs nothing {weightless})")
+        if stats.empty_rows and spec.normalizer == "softmax":
+            # (those rows weigh every key alike: no band describes them)
             stats = dataclasses.replace(stats, band=None)
             counting += f"; {stats.empty_rows} rows keep no key (their output: the mean of V)"
         return stats, counting

@@ -181,14 +181,14 @@ def floor_mask_mod(spec: Spec, score_mod: Callable[..., torch.Tensor] | None
     """The condition of a floor mask (Hugging Face's finfo.min, split_floor_mask) in
     the spec's score_mod as a FlexAttention mask_mod: the pairs score_mod does not set
     to C, read at scores 0 and 1 (s + C is C itself for either). None where the
-    spec's score_mod has no floor mask the hook plan would lift. The bench counts
-    these pairs (a pair at C weighs nothing in a row that keeps a key), and gives
-    the Flex peers its BlockMask where every row keeps a key, where it changes no
-    output (runner.py)."""
+    spec's score_mod has no floor mask. The bench counts these pairs (a pair at C
+    weighs nothing in a row that keeps a key, and nothing at all under sigmoid and
+    relu), and gives the Flex peers its BlockMask where every row keeps a key, where
+    it changes no output (runner.py)."""
     from cubridge.transfer.hooks import example_aux  # (hooks imports this module)
     from cubridge.transfer.trace import TraceError, trace_score_mod
 
-    if score_mod is None or spec.score_mod is None or spec.normalizer != "softmax":
+    if score_mod is None or spec.score_mod is None:
         return None
     try:
         traced = trace_score_mod(spec.score_mod, example_aux(spec))

@@ -251,3 +251,32 @@ def test_a_floor_mask_that_leaves_rows_no_key_keeps_its_score_mod_for_the_peers(
     assert work.stats.empty_rows == window.empty_rows == 2 * 85  # (rows 215 .. 299)
     assert work.stats.band is None and work.score_mask_mod is None
     assert "170 rows keep no key" in work.counting
+
+
+F32_MIN = torch.finfo(torch.float32).min
+
+
+def test_under_sigmoid_a_floor_mask_counts_as_a_mask_beside_a_mask_mod_too():
+    """Under sigmoid a pair at finfo.min weighs nothing, as at -inf, and cubridge lifts
+    the condition (beside a mask_mod too): the pairs counted are those above the floor
+    that the mask_mod allows, else the kernel would be credited with pairs it skips.
+    Under softmax beside a mask_mod the floor is not lifted and counts as written."""
+    shape = Shape(1, 2, 2, 128, 128, 64)
+    window = lambda s, b, h, q, k: torch.where(q - k < 16, s, F32_MIN)  # noqa: E731
+    causal = lambda b, h, q, k: q >= k  # noqa: E731
+    band = count_allowed_pairs(lambda b, h, q, k: (q >= k) & (q - k < 16), shape, "cpu")
+    alone = make_spec("floor_sigmoid", None, lambda s, b, h, q, k: torch.where(
+        (q >= k) & (q - k < 16), s, F32_MIN), "sigmoid")
+    work = count_work(alone, bind_mods(alone, {}), shape, "cpu")
+    assert work.stats.allowed_pairs == band.allowed_pairs and "under sigmoid" in work.counting
+    beside = make_spec("floor_sigmoid_beside", causal, window, "sigmoid")
+    work = count_work(beside, bind_mods(beside, {}), shape, "cpu")
+    assert work.stats.allowed_pairs == band.allowed_pairs
+    assert "mask_mod allows and its score_mod does not set to its floor" in work.counting
+    minus_inf = make_spec("inf_beside", causal, lambda s, b, h, q, k: torch.where(
+        q - k < 16, s, -float("inf")))
+    work = count_work(minus_inf, bind_mods(minus_inf, {}), shape, "cpu")
+    assert work.stats.allowed_pairs == band.allowed_pairs and "-inf" in work.counting
+    softmax = make_spec("floor_softmax_beside", causal, window)
+    work = count_work(softmax, bind_mods(softmax, {}), shape, "cpu")
+    assert work.stats.allowed_pairs == count_allowed_pairs(causal, shape, "cpu").allowed_pairs
