@@ -65,6 +65,9 @@ def execute(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     q's dtype, lse [B, Hq, Sq] fp32) or (out, None) for an elementwise
     normaliser. `policy`: "eager", "delayed", "random[:SEED]", or "all" to run
     every policy and check they agree. `arch` overrides the kernel's target.
+    A head dim that is not a multiple of 16 reaches the program zero-filled to
+    the next one (tensor-core products take K in 16-column steps; the library's
+    kernels copy it so), the scale and the output staying the problem's.
     Raises a CuIRError subclass naming the IR line and worker on any hazard,
     deadlock or static-check failure."""
     if policy == "all":
@@ -120,18 +123,33 @@ def _validate(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
                          + (f"; unexpected {extra}" if extra else ""))
 
 
+# Tensor-core products take K in 16-column steps (mma.sync m16n8k16, wgmma k16), so a
+# head dim between them runs with its columns zero-filled to the next step, as the
+# library's kernels do (cp.async copies, TMA boxes): the program sees
+# operands that wide (zero columns add nothing to Q K^T; V's give O columns no one
+# reads), and the scale stays the problem's.
+K_STEP = 16
+
+
+def _to_k_step(t: torch.Tensor) -> torch.Tensor:
+    pad = -t.shape[-1] % K_STEP
+    return torch.nn.functional.pad(t, (0, pad)) if pad else t
+
+
 def _bind_problem(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   scale: float | None, aux: Mapping[str, torch.Tensor]) -> tuple[Global, Global]:
+    scale = float(scale) if scale is not None else default_scale(q.shape[3])
+    q, k, v = (_to_k_step(t.detach().cpu()) for t in (q, k, v))
     b, hq, sq, d = q.shape
     _, hk, sk, dv = v.shape
     out = torch.full((b, hq, sq, dv), float("nan"), dtype=q.dtype)
     lse = torch.full((b, hq, sq), float("nan"), dtype=torch.float32)
-    kernel.q = Global("q", q.detach().cpu().contiguous())
-    kernel.k = Global("k", k.detach().cpu().contiguous())
-    kernel.v = Global("v", v.detach().cpu().contiguous())
+    kernel.q = Global("q", q.contiguous())
+    kernel.k = Global("k", k.contiguous())
+    kernel.v = Global("v", v.contiguous())
     kernel.o = Global("o", out)
     kernel.lse = Global("lse", lse)
-    kernel.scale = float(scale) if scale is not None else default_scale(d)
+    kernel.scale = scale
     kernel.batch, kernel.heads_q, kernel.heads_kv = b, hq, hk
     kernel.seqlen_q, kernel.seqlen_k, kernel.head_dim, kernel.head_dim_v = sq, sk, d, dv
     kernel.dtype = q.dtype
@@ -154,7 +172,7 @@ def _execute(kernel: KernelBase, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     grid = kernel.grid()
     for coords in itertools.product(*(range(n) for n in grid)):
         run_cta(kernel, tuple(coords), policy, arch)
-    out = o._data.to(q.device)
+    out = o._data[..., :v.shape[3]].to(q.device)  # (the problem's columns)
     lse_out = lse._data.to(q.device) if kernel.normalizer == "softmax" else None
     if lse_out is not None and kernel.empty_row_score is not None:
         # the pass after the kernel of a floor mask (HookDefaults.empty_row_score)
