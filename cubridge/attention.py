@@ -55,8 +55,11 @@ GEMMA3_12B = HeadConfig("gemma3_12b", 16, 8, 256)
 DEEPSEEK_V3 = HeadConfig("deepseek_v3", 128, 128, 192, 128)
 # Phi-3-mini: 32 heads of dim 96 (a head dim between the library's tiles).
 PHI3_MINI = HeadConfig("phi3_mini", 32, 32, 96)
+# DiT-XL/2 (diffusion transformer, 1152 wide): 16 heads of dim 72, a multiple of 8
+# between the tiles that is not one of 16.
+DIT_XL = HeadConfig("dit_xl", 16, 16, 72)
 HEAD_CONFIGS = {c.name: c for c in (LLAMA2_7B, QWEN25_72B, LLAMA31_405B, GEMMA2_9B, GEMMA3_12B,
-                                    DEEPSEEK_V3, PHI3_MINI)}
+                                    DEEPSEEK_V3, PHI3_MINI, DIT_XL)}
 
 
 @dataclass(frozen=True)

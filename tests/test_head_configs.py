@@ -31,7 +31,7 @@ def mask_mod(b, h, q_idx, kv_idx):
 def test_llama31_405b_is_128_q_heads_8_kv_heads_d128():
     assert (LLAMA31_405B.hq, LLAMA31_405B.hk, LLAMA31_405B.d) == (128, 8, 128)
     assert set(HEAD_CONFIGS) == {"llama2_7b", "qwen25_72b", "llama31_405b", "gemma2_9b",
-                                 "gemma3_12b", "deepseek_v3", "phi3_mini"}
+                                 "gemma3_12b", "deepseek_v3", "phi3_mini", "dit_xl"}
     assert {(c.hq, c.hk, c.d) for n, c in HEAD_CONFIGS.items() if n.startswith("gemma")} == {
         (16, 8, 256)}
     deepseek = HEAD_CONFIGS["deepseek_v3"]  # MLA at prefill: its own V head dim
