@@ -18,6 +18,7 @@ cp $R/prepared-trace-ops/specs/finfo_min_causal.py $R/prepared-next-device/specs
    $R/prepared-trace-ops/specs/fmod_signed_period.py $R/prepared-odd-periods/specs/dilated_every_third.py \
    $R/h100-user-specs-9d2b4b3/specs/longformer.py $R/h100-user-specs-9d2b4b3/specs/causal_drop4.py \
    $R/h100-user-specs-9d2b4b3/specs/negative_floor_band.py .ab/specs/u/
+cp examples/specs/dit_xl.py .ab/specs/u/   # (head dim 72: zero-filled to whole k-steps)
 export CUBRIDGE_CACHE_DIR=${CUBRIDGE_CACHE_DIR:-/tmp/prepare-cache}
 for f in .ab/specs/u/*.py; do
   n=$(basename $f .py)
@@ -26,7 +27,8 @@ for f in .ab/specs/u/*.py; do
 done
 # the order of the runs: the specs that use the new lowering first
 for n in longformer finfo_min_causal fmod_signed_period block_diagonal_complement cos_distance_bias \
-    isin_token_types causal_drop4 negative_floor_band dilated_every_third finfo_window_empty_rows; do
+    isin_token_types causal_drop4 negative_floor_band dilated_every_third finfo_window_empty_rows \
+    dit_xl; do
   echo .ab/specs/u/$n.py; done > .ab/specs/order.txt
 ls .ab/specs/u/*.py | grep -v -x -F -f .ab/specs/order.txt >> .ab/specs/order.txt
 # A/B specs and the sides' header folders
