@@ -340,7 +340,44 @@ def _interval(atoms: list[Node]) -> RowInterval | None:
         if offset:
             bound = apply("add", bound, const(offset))
         (lower if side == "lower" else upper).append(bound)
-    return RowInterval(tuple(lower), tuple(upper), tuple(guards), period, phase, width)
+    return RowInterval(tuple(map(_tidy, lower)), tuple(map(_tidy, upper)), tuple(guards), period,
+                       phase, width)
+
+
+def _offset(n: Node) -> tuple[Node | None, int]:
+    """(base, c) with integer n == base + c (base None: n is the constant c)."""
+    c = _int_const(n)
+    if c is not None:
+        return None, c
+    if n.op == "neg" and _int_const(n.args[0]) is not None:
+        return None, -_int_const(n.args[0])  # type: ignore[operator]
+    if n.op in ("add", "sub") and n.dtype == DType.INT:
+        right = _int_const(n.args[1])
+        if right is not None:
+            base, c = _offset(n.args[0])
+            return base, c + (right if n.op == "add" else -right)
+        left = _int_const(n.args[0])
+        if left is not None and n.op == "add":
+            base, c = _offset(n.args[1])
+            return base, c + left
+    return n, 0
+
+
+def _tidy(n: Node) -> Node:
+    """A bound as it reads best: constants folded into one offset of one sign
+    (`q - (-512) + (-1)` is `q + 511`); the same value."""
+    if n.dtype != DType.INT:
+        return n
+    n = simplify(n)
+    args = tuple(_tidy(a) for a in n.args)
+    if args != n.args:
+        n = Node(n.op, n.dtype, args, n.arg)
+    base, c = _offset(n)
+    if base is None:
+        return const(c)
+    if c == 0 or base is n:
+        return base
+    return apply("add" if c > 0 else "sub", base, const(abs(c)))
 
 
 _FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
