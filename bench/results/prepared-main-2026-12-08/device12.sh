@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device calls for main (2026-12-08). AB9=1 runs the three A/Bs (ab9 cheap-selects, ab11 Longformer
-# rows, ab12 odd periods). Call A (carry .peers/fa4.aa, .ab/wheels, .ab/pre, .ab/specs,
+# rows, ab12 odd periods). FA80RUNS=1 runs dit_xl, phi3_mini and gemma2_global through `cubridge run
+# --kernel fa_sm80 --no-bench` (fa_sm80's head dims 72, 96, 256 verified through the pipeline). Call A (carry .peers/fa4.aa, .ab/wheels, .ab/pre, .ab/specs,
 # .ab/device12.sh): TESTS=1 bash .ab/device12.sh  -> GPU test groups on main + fa4.aa parked in /tmp/peers.
 # Call B/C (carry .peers/fa4.ab, .ab/...): bash .ab/device12.sh SPEC...  -> FA4 extracted, peer tests,
 # each spec through `cubridge run` against every peer while LIMIT seconds last.
@@ -43,6 +44,15 @@ if [ -n "${TESTS:-}" ]; then
     fa90='tests/kernels/test_fa_sm90_gpu.py tests/lower/test_trig_accuracy_gpu.py' \
     fa80='tests/kernels/test_fa_sm80_gpu.py tests/kernels/test_library_kernels_gpu.py -k "fa_sm80"' \
     lowered='tests/llm_path/test_lowered_on_gpu.py' >> $R/summary.txt 2>&1
+fi
+if [ -n "${FA80RUNS:-}" ]; then  # fa_sm80's new head dims through `cubridge run` (verify only)
+  mkdir -p $R/fa80runs
+  for f in examples/specs/dit_xl.py examples/specs/phi3_mini.py examples/specs/gemma2_global.py; do
+    n=$(basename $f .py)
+    CUBRIDGE_CACHE_DIR=/tmp/cache12 timeout 200 python -m cubridge.cli run $f --kernel fa_sm80 \
+      --no-bench --out /tmp/fa80runs/$n > $R/fa80runs/$n.log 2>&1
+    echo "fa80 run $n rc=$?" >> $R/summary.txt
+  done
 fi
 PEERS=sdpa,flex_triton
 if [ ! -f /tmp/site/.fa4_ready ] && [ -f /tmp/peers/fa4.aa ] && [ -f .peers/fa4.ab ]; then
