@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device calls for main (2026-12-08). AB9=1 runs the three A/Bs (ab9 cheap-selects, ab11 Longformer
 # rows, ab12 odd periods). FA80RUNS=1 runs dit_xl, phi3_mini and gemma2_global through `cubridge run
-# --kernel fa_sm80 --no-bench` (fa_sm80's head dims 72, 96, 256 verified through the pipeline). Call A (carry .peers/fa4.aa, .ab/wheels, .ab/pre, .ab/specs,
+# --kernel fa_sm80 --no-bench` (fa_sm80's head dims 72, 96, 256 verified through the pipeline).
+# Call A (carry .peers/fa4.aa, .ab/wheels, .ab/pre, .ab/specs,
 # .ab/device12.sh): TESTS=1 bash .ab/device12.sh  -> GPU test groups on main + fa4.aa parked in /tmp/peers.
 # Call B/C (carry .peers/fa4.ab, .ab/...): bash .ab/device12.sh SPEC...  -> FA4 extracted, peer tests,
 # each spec through `cubridge run` against every peer while LIMIT seconds last.
