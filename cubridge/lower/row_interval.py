@@ -364,20 +364,21 @@ def _offset(n: Node) -> tuple[Node | None, int]:
 
 
 def _tidy(n: Node) -> Node:
-    """A bound as it reads best: constants folded into one offset of one sign
-    (`q - (-512) + (-1)` is `q + 511`); the same value."""
+    """A bound as it reads best: simplified, its constants folded into one offset of
+    one sign (`q - (-512) + (-1)` is `q + 511`); the same value."""
+    return _one_offset(simplify(n)) if n.dtype == DType.INT else n
+
+
+def _one_offset(n: Node) -> Node:
     if n.dtype != DType.INT:
         return n
-    n = simplify(n)
-    args = tuple(_tidy(a) for a in n.args)
+    args = tuple(_one_offset(a) for a in n.args)
     if args != n.args:
         n = Node(n.op, n.dtype, args, n.arg)
     base, c = _offset(n)
     if base is None:
         return const(c)
-    if c == 0 or base is n:
-        return base
-    return apply("add" if c > 0 else "sub", base, const(abs(c)))
+    return base if c == 0 else apply("add" if c > 0 else "sub", base, const(abs(c)))
 
 
 _FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}

@@ -299,8 +299,8 @@ def _lift_score_mask(score: TracedMod | None, mask: TracedMod | None, normalizer
     if condition is None and (normalizer != "softmax" or mask is None):
         split = split_floor_mask(score.node)
         if split is not None:
-            kept, condition, floor = split
-            floor = floor if normalizer == "softmax" else None
+            kept, condition, c = split
+            floor = c if normalizer == "softmax" else None  # (elementwise: no pass)
     if condition is None:
         return score, mask, False, None
     node = condition if mask is None else expr.apply("and", mask.node, condition)
